@@ -1,0 +1,39 @@
+"""What the routes depend on, built once by the app's lifespan and read from `app.state`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from yolo_orch.admission import Lanes
+from yolo_orch.config import Settings
+from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.service import JobService
+from yolo_orch.store.base import JobStore
+
+
+@dataclass(frozen=True)
+class Services:
+    settings: Settings
+    store: JobStore
+    lanes: Lanes
+    dispatcher: Dispatcher
+    jobs: JobService
+    migrations_at_head: Callable[[], bool]
+    """Blocking; readiness runs it in a thread."""
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def get_job_service(request: Request) -> JobService:
+    return get_services(request).jobs
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+JobServiceDep = Annotated[JobService, Depends(get_job_service)]

@@ -1,0 +1,120 @@
+"""/v1/jobs: submit, poll, list, cancel, fetch results."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, Path, Query, Response, status
+
+from yolo_orch.api.deps import JobServiceDep, ServicesDep
+from yolo_orch.api.problems import problem_responses
+from yolo_orch.api.schemas import JobCreate, JobList, JobPublic
+from yolo_orch.domain import JobFilter, JobKind, JobState
+from yolo_orch.errors import InvalidCursor
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+JobId = Annotated[str, Path(description="The job's id.", max_length=64)]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="Retries with the same key and body return the same job.",
+    ),
+]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobPublic,
+    summary="Submit a job",
+    description="Answers once the job is committed to the database. Poll `Location` for its state.",
+    responses=problem_responses(404, 422, 429, 503),
+)
+async def submit_job(
+    body: Annotated[JobCreate, Body()],
+    services: ServicesDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> JobPublic:
+    new = body.to_new_job(services.settings.max_attempts, idempotency_key)
+    job, created = await services.jobs.submit(new)
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return JobPublic.of(job)
+
+
+@router.get("", response_model=JobList, summary="List jobs, newest first")
+async def list_jobs(
+    jobs: JobServiceDep,
+    state: Annotated[list[JobState] | None, Query(description="Repeat to allow several.")] = None,
+    kind: Annotated[list[JobKind] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=64)] = None,
+) -> JobList:
+    page = await jobs.list_jobs(
+        JobFilter(states=tuple(state or ()), kinds=tuple(kind or ())),
+        limit=limit,
+        before_seq=_decode_cursor(cursor),
+    )
+    return JobList(
+        jobs=[JobPublic.of(job) for job in page.jobs],
+        next_cursor=_encode_cursor(page.next_cursor),
+    )
+
+
+@router.get(
+    "/{job_id}", response_model=JobPublic, summary="Get a job", responses=problem_responses(404)
+)
+async def get_job(job_id: JobId, jobs: JobServiceDep) -> JobPublic:
+    return JobPublic.of(await jobs.get(job_id))
+
+
+@router.post(
+    "/{job_id}/cancel",
+    response_model=JobPublic,
+    summary="Cancel a job",
+    description="A queued job is cancelled at once (200). A running job is asked to stop at its "
+    "next safe point (202, `cancel_requested`), then ends `cancelled`.",
+    responses={202: {"model": JobPublic}, **problem_responses(404, 409)},
+)
+async def cancel_job(job_id: JobId, jobs: JobServiceDep, response: Response) -> JobPublic:
+    job = await jobs.cancel(job_id)
+    if not job.state.is_terminal:
+        response.status_code = status.HTTP_202_ACCEPTED
+    return JobPublic.of(job)
+
+
+@router.get(
+    "/{job_id}/result",
+    summary="The full result of a succeeded job",
+    description="Inference: detections per image. Training: metrics and the produced model.",
+    responses={200: {"content": {"application/json": {}}}, **problem_responses(404, 409)},
+)
+async def get_result(job_id: JobId, jobs: JobServiceDep) -> Response:
+    return Response(await jobs.result(job_id), media_type="application/json")
+
+
+def _encode_cursor(seq: int | None) -> str | None:
+    if seq is None:
+        return None
+    return base64.urlsafe_b64encode(f"seq:{seq}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str | None) -> int | None:
+    if cursor is None:
+        return None
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        prefix, _, value = text.partition(":")
+        if prefix != "seq" or not value.isdigit():
+            raise ValueError(text)
+        return int(value)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidCursor(f"cursor {cursor!r} was not issued by this server") from None

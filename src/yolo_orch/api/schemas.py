@@ -1,0 +1,215 @@
+"""Request and response shapes of the HTTP API; separate from the domain and the tables."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from yolo_orch.domain import Job, JobKind, JobState, NewJob
+from yolo_orch.runners.simulated import SIM_MODEL
+
+_SIM_FIELDS = ("sim_seconds", "sim_steps", "sim_fail")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SimulatedParams(_Strict):
+    """Honoured by the simulated runtime (model `sim`) only."""
+
+    sim_seconds: float | None = Field(
+        default=None, ge=0, le=3600, description="Simulated: run time (default 0.2)."
+    )
+    sim_steps: int | None = Field(
+        default=None, ge=1, le=10_000, description="Simulated: progress steps (default 5)."
+    )
+    sim_fail: Literal["error", "oom", "crash"] | None = Field(
+        default=None,
+        description='Simulated: "error" raises, "oom" raises CUDA out of memory, "crash" kills '
+        "the server process.",
+    )
+
+
+class InferenceParams(SimulatedParams):
+    imgsz: int = Field(default=640, ge=32, le=4096, description="Inference image size.")
+    conf: float = Field(default=0.25, ge=0, le=1, description="Confidence threshold.")
+    iou: float = Field(default=0.7, ge=0, le=1, description="NMS IoU threshold.")
+    max_det: int = Field(default=300, ge=1, le=10_000)
+    classes: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None, description="Keep only these class ids."
+    )
+    half: bool = Field(default=False, description="FP16 (CUDA lanes only).")
+    save_annotated: bool = Field(default=False, description="Keep annotated images as artifacts.")
+
+
+class TrainingParams(SimulatedParams):
+    epochs: int = Field(default=100, ge=1, le=10_000)
+    imgsz: int = Field(default=640, ge=32, le=4096)
+    batch: int = Field(default=16, ge=1, le=4096)
+    patience: int = Field(default=100, ge=0)
+    lr0: float = Field(default=0.01, gt=0, le=1)
+    optimizer: Literal["auto", "SGD", "Adam", "AdamW", "NAdam", "RAdam", "RMSProp"] = "auto"
+    seed: int = Field(default=0, ge=0)
+    output_name: str | None = Field(
+        default=None, min_length=1, max_length=200, description="Name of the produced model."
+    )
+
+
+class _JobCreateBase(_Strict):
+    model: str = Field(min_length=1, max_length=200, description="A registered model (name or id).")
+    priority: int = Field(default=0, ge=-100, le=100, description="Higher starts first.")
+
+    @model_validator(mode="after")
+    def _simulated_fields_need_sim_model(self) -> _JobCreateBase:
+        params: SimulatedParams = getattr(self, "params")  # noqa: B009 - both subclasses have it
+        used = [name for name in _SIM_FIELDS if getattr(params, name) is not None]
+        if used and self.model != SIM_MODEL:
+            raise ValueError(f"{', '.join(used)} apply to model {SIM_MODEL!r} only")
+        return self
+
+
+class InferenceJobCreate(_JobCreateBase):
+    kind: Literal["inference"]
+    inputs: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        min_length=1,
+        max_length=10_000,
+        description="Image paths relative to a data root; globs allowed.",
+    )
+    params: InferenceParams = Field(default_factory=InferenceParams)
+
+    def to_new_job(self, max_attempts: int, idempotency_key: str | None) -> NewJob:
+        spec = {"inputs": self.inputs, "params": self.params.model_dump(exclude_none=True)}
+        return _new_job(self, JobKind.INFERENCE, spec, 1, max_attempts, idempotency_key)
+
+
+class TrainingJobCreate(_JobCreateBase):
+    kind: Literal["training"]
+    model: str = Field(
+        min_length=1,
+        max_length=200,
+        description="A registered model to fine-tune, or a shipped architecture (yolo11n.yaml).",
+    )
+    dataset: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="A data.yaml under a data root (not needed by the simulated model).",
+    )
+    gpus: int = Field(default=1, ge=1, le=64, description="Lanes to hold for the whole run.")
+    params: TrainingParams = Field(default_factory=TrainingParams)
+
+    @model_validator(mode="after")
+    def _dataset_required(self) -> TrainingJobCreate:
+        if self.dataset is None and self.model != SIM_MODEL:
+            raise ValueError("dataset is required")
+        return self
+
+    def to_new_job(self, max_attempts: int, idempotency_key: str | None) -> NewJob:
+        spec: dict[str, Any] = {"params": self.params.model_dump(exclude_none=True)}
+        if self.dataset is not None:
+            spec["dataset"] = self.dataset
+        return _new_job(self, JobKind.TRAINING, spec, self.gpus, max_attempts, idempotency_key)
+
+
+JobCreate = Annotated[InferenceJobCreate | TrainingJobCreate, Field(discriminator="kind")]
+
+
+def _new_job(
+    request: _JobCreateBase,
+    kind: JobKind,
+    spec: dict[str, Any],
+    gpus: int,
+    max_attempts: int,
+    idempotency_key: str | None,
+) -> NewJob:
+    canonical = json.dumps(request.model_dump(mode="json"), sort_keys=True)
+    return NewJob(
+        kind=kind,
+        model=request.model,
+        spec=spec,
+        priority=request.priority,
+        gpus=gpus,
+        max_attempts=max_attempts,
+        idempotency_key=idempotency_key,
+        request_fingerprint=hashlib.sha256(canonical.encode()).hexdigest(),
+    )
+
+
+class ProgressPublic(BaseModel):
+    done: int
+    total: int
+    unit: str
+
+
+class ErrorPublic(BaseModel):
+    code: str
+    message: str
+
+
+class JobPublic(BaseModel):
+    id: str
+    kind: JobKind
+    state: JobState
+    model: str
+    inputs: list[str] | None = None
+    dataset: str | None = None
+    params: dict[str, Any]
+    priority: int
+    gpus: int
+    devices: list[str]
+    attempt: int
+    max_attempts: int
+    cancel_requested: bool
+    progress: ProgressPublic | None
+    error: ErrorPublic | None
+    result: dict[str, Any] | None = Field(
+        description="A summary; GET /v1/jobs/{id}/result has the full result."
+    )
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobPublic:
+        return cls(
+            id=job.id,
+            kind=job.kind,
+            state=job.state,
+            model=job.model,
+            inputs=job.spec.get("inputs"),
+            dataset=job.spec.get("dataset"),
+            params=job.params,
+            priority=job.priority,
+            gpus=job.gpus,
+            devices=list(job.devices),
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            cancel_requested=job.cancel_requested,
+            progress=ProgressPublic(**job.progress.as_dict()) if job.progress else None,
+            error=ErrorPublic(code=job.error.code, message=job.error.message)
+            if job.error
+            else None,
+            result=job.result,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        )
+
+
+class JobList(BaseModel):
+    jobs: list[JobPublic]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next (older) page.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, bool]

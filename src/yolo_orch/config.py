@@ -1,0 +1,107 @@
+"""Settings: embedded defaults < TOML file < `YOLO_ORCH_*` environment < explicit overrides.
+
+This is the only module that reads the environment or configuration files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+CONFIG_ENV_VAR = "YOLO_ORCH_CONFIG"
+MEMORY_DATABASE_URL = "memory://"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="YOLO_ORCH_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    data_dir: Path = Field(
+        default=Path("./var"), description="Database, job files and the instance lock."
+    )
+    database_url: str = Field(
+        default="",
+        description='Empty: SQLite at {data_dir}/yolo-orch.db. "memory://" keeps jobs in memory '
+        "only (tests and demos: nothing survives a restart).",
+    )
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    runtime: Literal["auto", "simulated"] = Field(
+        default="simulated",
+        description='"simulated" runs fake jobs on `sim_lanes` lanes; "auto" detects the host\'s '
+        "GPUs.",
+    )
+    lanes: list[str] = Field(
+        default_factory=list, description="Explicit lane list (cuda:0, cpu, ...); empty = detect."
+    )
+    slots_per_lane: int = Field(default=1, ge=1, description="Jobs that may share one lane.")
+    sim_lanes: int = Field(default=2, ge=1, le=64, description="Lanes of the simulated runtime.")
+    max_queued: int = Field(default=1000, ge=1, description="Queued jobs allowed before 429.")
+    max_attempts: int = Field(
+        default=3, ge=1, description="Runs a job gets before a crash fails it as `interrupted`."
+    )
+    shutdown_grace_s: float = Field(
+        default=30.0, ge=0, description="Time running jobs get to finish on SIGTERM."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @model_validator(mode="after")
+    def _check_lanes(self) -> Settings:
+        if len(set(self.lanes)) != len(self.lanes):
+            raise ValueError("lanes must not repeat")
+        return self
+
+    @property
+    def sqlite_url(self) -> str:
+        """The database URL in effect (the default one derived from `data_dir`)."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.data_dir.resolve() / 'yolo-orch.db'}"
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.data_dir / "jobs"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, TomlConfigSettingsSource(settings_cls)
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from `config_file` (or the file `$YOLO_ORCH_CONFIG` names), the
+    environment and `overrides` (command-line flags, tests)."""
+    path = config_file or _env_config_file()
+    if path is None:
+        return Settings(**overrides)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file not found: {path}")
+
+    class FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=path)
+
+    return FileSettings(**overrides)
+
+
+def _env_config_file() -> Path | None:
+    value = os.environ.get(CONFIG_ENV_VAR)
+    return Path(value) if value else None

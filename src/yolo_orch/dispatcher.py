@@ -1,0 +1,212 @@
+"""Takes queued jobs in order, admits them onto lanes, runs them through the executor and records
+how each run ended. The only writer of RUNNING and of run outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.to_thread
+
+from yolo_orch.admission import Lane, Lanes
+from yolo_orch.clock import utcnow
+from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress
+from yolo_orch.errors import JobCancelled, YoloOrchError
+from yolo_orch.executor import Executor
+from yolo_orch.jobfiles import JobFiles
+from yolo_orch.runners.base import RunContext
+from yolo_orch.store.base import JobStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Run:
+    job_id: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    task: asyncio.Task[None] | None = None
+    progress: Progress | None = None
+    progress_writer: asyncio.Task[None] | None = None
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: JobStore,
+        lanes: Lanes,
+        executor: Executor,
+        files: JobFiles,
+        *,
+        progress_interval_s: float = 0.25,
+        retry_delay_s: float = 1.0,
+    ) -> None:
+        self._store = store
+        self._lanes = lanes
+        self._executor = executor
+        self._files = files
+        self._progress_interval_s = progress_interval_s
+        self._retry_delay_s = retry_delay_s
+        self._wakeup = asyncio.Event()
+        self._runs: dict[str, _Run] = {}
+        self._stopping = False
+        self.abandoned = 0
+        """Runs left behind by `drain`; their worker threads may still be going."""
+
+    @property
+    def running_jobs(self) -> list[str]:
+        return list(self._runs)
+
+    async def recover(self) -> list[Job]:
+        """Settle the jobs a previous process left RUNNING; call before `run`."""
+        changed = await self._store.recover(utcnow())
+        for job in changed:
+            log.warning("recovered job %s after a stop: now %s", job.id, job.state)
+        return changed
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def request_cancel(self, job_id: str) -> None:
+        run = self._runs.get(job_id)
+        if run is not None:
+            run.cancel.set()
+
+    async def run(self) -> None:
+        """Admit jobs whenever something changes, until `drain` is called."""
+        while not self._stopping:
+            self._wakeup.clear()
+            try:
+                await self._admit_waiting()
+            except Exception:
+                log.exception("admission pass failed; retrying")
+                await asyncio.sleep(self._retry_delay_s)
+                self.wake()
+            await self._wakeup.wait()
+
+    async def drain(self, grace_s: float) -> None:
+        """Admit nothing more; give running jobs `grace_s` to finish, then abandon the rest.
+
+        Abandoned jobs stay RUNNING in the store, so recovery requeues them on the next start.
+        """
+        self._stopping = True
+        self.wake()
+        tasks = [run.task for run in self._runs.values() if run.task is not None]
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=grace_s)
+        for run in self._runs.values():
+            run.cancel.set()  # cooperative runners stop soon; their outcome is not recorded
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self.abandoned += len(pending)
+        if pending:
+            log.warning("left %d running job(s) for recovery at the next start", len(pending))
+
+    async def _admit_waiting(self) -> None:
+        started = True
+        while started and not self._stopping and self._lanes.free_slots > 0:
+            started = False
+            window = 2 * self._lanes.total_slots + len(self._lanes)
+            reserved: set[str] = set()
+            for job in await self._store.next_queued(window):
+                if len(reserved) == len(self._lanes) or self._lanes.free_slots == 0:
+                    return
+                lanes = await self._lanes.try_admit(job.id, job.gpus, reserved)
+                if lanes is None:
+                    reserved |= self._lanes.lanes_to_hold(job.gpus, reserved)
+                    continue
+                started |= await self._start(job, lanes)
+
+    async def _start(self, job: Job, lanes: tuple[Lane, ...]) -> bool:
+        run = _Run(job.id)
+        self._runs[job.id] = run  # before the claim, so a cancel that races it finds the run
+        try:
+            claimed = await self._store.claim(job.id, tuple(lane.id for lane in lanes), utcnow())
+        except BaseException:
+            self._forget(run, lanes)
+            raise
+        if claimed is None:  # cancelled while we admitted it
+            self._forget(run, lanes)
+            return False
+        run.task = asyncio.create_task(self._run_job(claimed, lanes, run), name=f"job {job.id}")
+        return True
+
+    def _forget(self, run: _Run, lanes: tuple[Lane, ...]) -> None:
+        self._runs.pop(run.job_id, None)
+        self._lanes.release(run.job_id, lanes)
+        self.wake()
+
+    async def _run_job(self, job: Job, lanes: tuple[Lane, ...], run: _Run) -> None:
+        loop = asyncio.get_running_loop()
+
+        def report_progress(progress: Progress) -> None:  # called from the worker thread
+            # The loop is gone once a run was abandoned at shutdown.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._note_progress, run, progress)
+
+        workdir = self._files.workdir(job.id)
+        ctx = RunContext(
+            job=job,
+            devices=tuple(lane.id for lane in lanes),
+            workdir=workdir,
+            report_progress=report_progress,
+            should_cancel=run.cancel.is_set,
+        )
+        try:
+            await anyio.Path(workdir).mkdir(parents=True, exist_ok=True)
+            outcome = await self._execute(ctx)
+            if run.progress_writer is not None:
+                run.progress_writer.cancel()
+            await self._store.finish(job.id, outcome, utcnow())
+            log.info("job %s %s", job.id, outcome.state)
+        except asyncio.CancelledError:
+            raise  # abandoned at shutdown: the job stays RUNNING for recovery
+        except Exception:
+            log.exception("could not record the outcome of job %s", job.id)
+        finally:
+            if run.progress_writer is not None:
+                run.progress_writer.cancel()
+            self._forget(run, lanes)
+
+    async def _execute(self, ctx: RunContext) -> Outcome:
+        try:
+            result = await self._executor.run(ctx)
+            await anyio.to_thread.run_sync(self._files.write_result, ctx.job.id, result.detail)
+        except JobCancelled:
+            return Outcome(JobState.CANCELLED, progress=self._runs[ctx.job.id].progress)
+        except Exception as exc:
+            error = failure_of(exc)
+            log.warning("job %s failed: %s: %s", ctx.job.id, error.code, error.message)
+            return Outcome(JobState.FAILED, error=error, progress=self._runs[ctx.job.id].progress)
+        return Outcome(
+            JobState.SUCCEEDED, result=result.summary, progress=self._runs[ctx.job.id].progress
+        )
+
+    def _note_progress(self, run: _Run, progress: Progress) -> None:
+        run.progress = progress
+        if run.progress_writer is None or run.progress_writer.done():
+            run.progress_writer = asyncio.create_task(self._write_progress(run))
+
+    async def _write_progress(self, run: _Run) -> None:
+        """Write the newest progress, at most once per interval, so a runner that reports every
+        batch does not turn into one database write per batch."""
+        written = None
+        while run.progress is not None and run.progress != written:
+            written = run.progress
+            await self._store.set_progress(run.job_id, written)
+            await asyncio.sleep(self._progress_interval_s)
+
+
+def failure_of(exc: BaseException) -> JobError:
+    """Classify what a runner raised. torch reports CUDA OOM as a RuntimeError subclass whose
+    message says "out of memory"; the simulated runtime raises the same."""
+    if isinstance(exc, YoloOrchError):
+        return JobError(exc.code, exc.message)
+    if isinstance(exc, RuntimeError) and "out of memory" in str(exc):
+        return JobError(ErrorCode.CUDA_OOM, str(exc))
+    return JobError(ErrorCode.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,151 @@
+"""Jobs and their lifecycle. Plain values only: no I/O, no web, SQL or torch."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+JsonObject = dict[str, Any]
+
+
+class JobKind(enum.StrEnum):
+    INFERENCE = "inference"
+    TRAINING = "training"
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+    def can_become(self, target: JobState) -> bool:
+        return target in _TRANSITIONS[self]
+
+
+_TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+# RUNNING -> QUEUED happens only through crash recovery (see Dispatcher.recover).
+_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    JobState.QUEUED: frozenset({JobState.RUNNING, JobState.CANCELLED}),
+    JobState.RUNNING: frozenset(
+        {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.QUEUED}
+    ),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset(),
+    JobState.CANCELLED: frozenset(),
+}
+
+
+class ErrorCode(enum.StrEnum):
+    """Why a job failed; stable strings that clients can branch on."""
+
+    INVALID_INPUT = "invalid_input"
+    MODEL_NOT_FOUND = "model_not_found"
+    CUDA_OOM = "cuda_oom"
+    RUNTIME_ERROR = "runtime_error"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    unit: str
+
+    def as_dict(self) -> JsonObject:
+        return {"done": self.done, "total": self.total, "unit": self.unit}
+
+
+@dataclass(frozen=True)
+class JobError:
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What a client asked for, validated, before the store gives it an id."""
+
+    kind: JobKind
+    model: str
+    spec: JsonObject
+    """Kind-specific fields: `inputs` and `params` for inference; `dataset` and `params` for
+    training."""
+    priority: int = 0
+    gpus: int = 1
+    max_attempts: int = 3
+    idempotency_key: str | None = None
+    request_fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    seq: int
+    """Submission order; ties in priority are broken by it."""
+    kind: JobKind
+    state: JobState
+    model: str
+    spec: JsonObject
+    priority: int
+    gpus: int
+    attempt: int
+    max_attempts: int
+    created_at: datetime
+    devices: tuple[str, ...] = ()
+    progress: Progress | None = None
+    error: JobError | None = None
+    result: JsonObject | None = None
+    """A small summary; the full result lives in the job's result file."""
+    cancel_requested: bool = False
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    idempotency_key: str | None = None
+    request_fingerprint: str | None = None
+
+    @property
+    def params(self) -> JsonObject:
+        params: JsonObject = self.spec.get("params", {})
+        return params
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended, as the dispatcher records it."""
+
+    state: JobState
+    error: JobError | None = None
+    result: JsonObject | None = None
+    progress: Progress | None = None
+
+    def __post_init__(self) -> None:
+        if not self.state.is_terminal:
+            raise ValueError(f"an outcome must be terminal, not {self.state}")
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a runner returns: a summary kept with the job and the full detail for its file."""
+
+    summary: JsonObject
+    detail: JsonObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    states: tuple[JobState, ...] = ()
+    kinds: tuple[JobKind, ...] = ()
+
+
+@dataclass(frozen=True)
+class Page:
+    jobs: list[Job]
+    next_cursor: int | None

@@ -1,0 +1,104 @@
+"""One error family. Each carries a stable machine `code`; HTTP status codes are chosen only at the
+API edge (`api/problems.py`)."""
+
+from __future__ import annotations
+
+
+class YoloOrchError(Exception):
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class JobNotFound(YoloOrchError):
+    code = "job_not_found"
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job with id {job_id!r}")
+        self.job_id = job_id
+
+
+class ModelNotFound(YoloOrchError):
+    code = "model_not_found"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"model not found: {model!r} is not available on this host")
+        self.model = model
+
+
+class InvalidJob(YoloOrchError):
+    """A submission that is well-formed JSON but cannot run here."""
+
+    def __init__(self, message: str, code: str = "invalid_job") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidCursor(YoloOrchError):
+    code = "invalid_cursor"
+
+
+class QueueFull(YoloOrchError):
+    code = "queue_full"
+
+    def __init__(self, max_queued: int, retry_after_s: int = 1) -> None:
+        super().__init__(f"the queue is full ({max_queued} jobs waiting); retry later")
+        self.max_queued = max_queued
+        self.retry_after_s = retry_after_s
+
+
+class IdempotencyKeyReused(YoloOrchError):
+    code = "idempotency_key_reused"
+
+    def __init__(self, key: str, job_id: str) -> None:
+        super().__init__(
+            f"Idempotency-Key {key!r} was already used for job {job_id} with a different request"
+        )
+        self.key = key
+        self.job_id = job_id
+
+
+class JobAlreadyFinished(YoloOrchError):
+    code = "job_finished"
+
+    def __init__(self, job_id: str, state: str) -> None:
+        super().__init__(f"job {job_id} is already {state}")
+        self.job_id = job_id
+        self.state = state
+
+
+class ResultNotReady(YoloOrchError):
+    code = "result_not_ready"
+
+    def __init__(self, job_id: str, state: str) -> None:
+        super().__init__(f"job {job_id} is {state}; a result exists only once it has succeeded")
+        self.job_id = job_id
+        self.state = state
+
+
+class ShuttingDown(YoloOrchError):
+    code = "shutting_down"
+
+    def __init__(self) -> None:
+        super().__init__("the server is shutting down and accepts no new jobs")
+
+
+class InstanceLocked(YoloOrchError):
+    code = "instance_locked"
+
+
+class JobCancelled(YoloOrchError):
+    """Raised by a runner when it stops early because cancel was asked."""
+
+    code = "cancelled"
+
+    def __init__(self, message: str = "cancelled on request") -> None:
+        super().__init__(message)
+
+
+class InvalidJobInput(YoloOrchError):
+    """Raised by a runner when the job's own input is unusable (not a server fault)."""
+
+    code = "invalid_input"

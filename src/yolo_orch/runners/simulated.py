@@ -1,0 +1,108 @@
+"""The simulated runtime: deterministic fake jobs on `sim:N` lanes, for tests and demos without a
+GPU. Every failure path of the real runners can be asked for with `params.sim_fail`."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+from yolo_orch.domain import JobKind, JobResult, JsonObject, Progress
+from yolo_orch.errors import JobCancelled
+from yolo_orch.runners.base import RunContext, Runner
+
+SIM_MODEL = "sim"
+CRASH_EXIT_CODE = 70
+RUN_LOG = "sim-runs.log"
+"""Each finished run appends `attempt N succeeded` here, so tests can count real executions."""
+
+_CLASS_NAMES = ("person", "bicycle", "car", "dog")
+
+
+class SimulatedRuntime:
+    name = "simulated"
+
+    def __init__(self, lane_count: int) -> None:
+        self._lanes = [f"sim:{i}" for i in range(lane_count)]
+        self._runner = SimulatedRunner()
+
+    def lanes(self) -> list[str]:
+        return list(self._lanes)
+
+    def runner(self, kind: JobKind) -> Runner:
+        return self._runner
+
+    def has_model(self, model: str) -> bool:
+        return model == SIM_MODEL
+
+
+class SimulatedRunner:
+    def run(self, ctx: RunContext) -> JobResult:
+        params = ctx.job.params
+        seconds = float(params.get("sim_seconds", 0.2))
+        steps = int(params.get("sim_steps", 5))
+        failure = params.get("sim_fail")
+        if failure == "crash":
+            os._exit(CRASH_EXIT_CODE)
+        for step in range(1, steps + 1):
+            if ctx.should_cancel():
+                raise JobCancelled()
+            time.sleep(seconds / steps)
+            ctx.report_progress(Progress(step, steps, "steps"))
+            if step * 2 >= steps:
+                if failure == "error":
+                    raise RuntimeError("simulated failure")
+                if failure == "oom":
+                    raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        with (ctx.workdir / RUN_LOG).open("a") as log:
+            log.write(f"attempt {ctx.job.attempt} succeeded\n")
+        if ctx.job.kind is JobKind.TRAINING:
+            return _training_result(ctx.job.id, steps)
+        return _inference_result(list(ctx.job.spec.get("inputs", [])))
+
+
+def _inference_result(inputs: list[str]) -> JobResult:
+    images = [_fake_detections(name) for name in inputs]
+    total = sum(len(image["detections"]) for image in images)
+    return JobResult(
+        summary={"images": len(images), "detections": total, "failed_images": 0},
+        detail={"images": images},
+    )
+
+
+def _fake_detections(source: str) -> JsonObject:
+    rng = random.Random(source)
+    width, height = 640, 480
+    detections = []
+    for _ in range(rng.randint(0, 3)):
+        class_id = rng.randrange(len(_CLASS_NAMES))
+        x1, y1 = rng.uniform(0, width / 2), rng.uniform(0, height / 2)
+        detections.append(
+            {
+                "class_id": class_id,
+                "class_name": _CLASS_NAMES[class_id],
+                "confidence": round(rng.uniform(0.3, 0.99), 4),
+                "box": {
+                    "x1": round(x1, 1),
+                    "y1": round(y1, 1),
+                    "x2": round(x1 + rng.uniform(10, width / 2), 1),
+                    "y2": round(y1 + rng.uniform(10, height / 2), 1),
+                },
+            }
+        )
+    return {"source": source, "width": width, "height": height, "detections": detections}
+
+
+def _training_result(job_id: str, epochs: int) -> JobResult:
+    rng = random.Random(job_id)
+    metrics = {
+        "precision": round(rng.uniform(0.5, 0.9), 4),
+        "recall": round(rng.uniform(0.5, 0.9), 4),
+        "mAP50": round(rng.uniform(0.4, 0.8), 4),
+        "mAP50-95": round(rng.uniform(0.2, 0.6), 4),
+    }
+    return JobResult(
+        summary={"epochs": epochs, "metrics": metrics, "model_id": None},
+        detail={"epochs": epochs, "metrics": metrics, "model_id": None, "artifacts": []},
+    )

@@ -1,0 +1,76 @@
+"""The job store interface. The dispatcher and the API depend on this, never on a database."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+
+from yolo_orch.domain import Job, JobFilter, NewJob, Outcome, Page, Progress
+
+
+class JobStore(ABC):
+    """Durable job records. Every method that changes a job is one committed write.
+
+    Implementations must be safe to call concurrently from many tasks of one event loop.
+    """
+
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Prepare connections; called once before use."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; called once at shutdown."""
+
+    @abstractmethod
+    async def create(
+        self, new: NewJob, *, max_queued: int, now: datetime
+    ) -> tuple[Job, bool]:
+        """Store a queued job and return it with `True`.
+
+        If `new.idempotency_key` names an existing job, return that job with `False` instead
+        (raising `IdempotencyKeyReused` when its request fingerprint differs). Raise
+        `QueueFull` without storing when `max_queued` jobs are already queued.
+        """
+
+    @abstractmethod
+    async def get(self, job_id: str) -> Job:
+        """Raise `JobNotFound` for an unknown id."""
+
+    @abstractmethod
+    async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
+        """Newest first. `before_seq` is the cursor returned as `Page.next_cursor`."""
+
+    @abstractmethod
+    async def next_queued(self, limit: int) -> list[Job]:
+        """Queued jobs in start order: highest priority first, then submission order."""
+
+    @abstractmethod
+    async def count_queued(self) -> int: ...
+
+    @abstractmethod
+    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+        """QUEUED -> RUNNING with `attempt + 1`; `None` if the job is no longer queued."""
+
+    @abstractmethod
+    async def set_progress(self, job_id: str, progress: Progress) -> None:
+        """Record progress of a running job; ignored once the job is no longer running."""
+
+    @abstractmethod
+    async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
+        """RUNNING -> a terminal state. Raise `JobAlreadyFinished` if the job is terminal."""
+
+    @abstractmethod
+    async def cancel(self, job_id: str, now: datetime) -> Job:
+        """QUEUED -> CANCELLED at once; RUNNING -> `cancel_requested`; terminal: raise
+        `JobAlreadyFinished`."""
+
+    @abstractmethod
+    async def recover(self, now: datetime) -> list[Job]:
+        """After a crash: every RUNNING job is requeued while `attempt < max_attempts`, else
+        failed with `interrupted`. Returns the jobs it changed."""
+
+    @abstractmethod
+    async def recent_durations(self, limit: int) -> list[float]:
+        """Run times in seconds of the most recently finished jobs that ran."""
+
+    async def check_writable(self) -> None:  # noqa: B027 - optional hook
+        """Raise if a write would fail now (used by readiness)."""

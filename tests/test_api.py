@@ -1,0 +1,282 @@
+"""The HTTP API through the app's real lifespan (in-memory store, simulated runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import serve, sim_job, wait_terminal
+from yolo_orch.app import create_app
+from yolo_orch.config import Settings
+
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    body: dict[str, Any] = response.json()
+    assert body["status"] == status
+    assert body["code"] == code
+    assert body["type"] == f"urn:yolo-orch:problem:{code}"
+    assert body["title"]
+    assert body["detail"]
+    return body
+
+
+async def test_health_and_readiness(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    ready = await client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["status"] == "ready"
+    assert all(ready.json()["checks"].values())
+
+
+async def test_submit_poll_and_result(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/jobs", json=sim_job())
+    assert response.status_code == 202
+    job = response.json()
+    assert response.headers["Location"] == f"/v1/jobs/{job['id']}"
+    assert job["state"] in {"queued", "running"}
+    assert job["inputs"] == ["a.jpg", "b.jpg"]
+    assert job["params"]["imgsz"] == 640
+
+    done = await wait_terminal(client, job["id"])
+    assert done["state"] == "succeeded"
+    assert done["attempt"] == 1
+    assert done["devices"] in (["sim:0"], ["sim:1"])
+    assert done["progress"] == {"done": 2, "total": 2, "unit": "steps"}
+    assert done["result"]["images"] == 2
+    assert done["started_at"]
+    assert done["finished_at"]
+
+    result = (await client.get(f"/v1/jobs/{job['id']}/result")).json()
+    assert [image["source"] for image in result["images"]] == ["a.jpg", "b.jpg"]
+    for image in result["images"]:
+        for detection in image["detections"]:
+            assert set(detection) == {"class_id", "class_name", "confidence", "box"}
+            assert set(detection["box"]) == {"x1", "y1", "x2", "y2"}
+
+
+async def test_training_holds_all_its_lanes(client: httpx.AsyncClient) -> None:
+    body = {"kind": "training", "model": "sim", "gpus": 2, "params": {"sim_seconds": 0.05}}
+    job = (await client.post("/v1/jobs", json=body)).json()
+    done = await wait_terminal(client, job["id"])
+    assert done["state"] == "succeeded"
+    assert done["devices"] == ["sim:0", "sim:1"]
+    assert set(done["result"]["metrics"]) == {"precision", "recall", "mAP50", "mAP50-95"}
+
+
+async def test_result_before_success_is_a_conflict(client: httpx.AsyncClient) -> None:
+    job = (await client.post("/v1/jobs", json=sim_job(params={"sim_seconds": 5}))).json()
+    assert_problem(await client.get(f"/v1/jobs/{job['id']}/result"), 409, "result_not_ready")
+    await client.post(f"/v1/jobs/{job['id']}/cancel")
+
+
+@pytest.mark.parametrize(("fail", "code"), [("error", "runtime_error"), ("oom", "cuda_oom")])
+async def test_failed_runs_are_classified_and_the_server_goes_on(
+    client: httpx.AsyncClient, fail: str, code: str
+) -> None:
+    bad = (await client.post("/v1/jobs", json=sim_job(params={"sim_fail": fail}))).json()
+    failed = await wait_terminal(client, bad["id"])
+    assert failed["state"] == "failed"
+    assert failed["error"]["code"] == code
+    good = (await client.post("/v1/jobs", json=sim_job())).json()
+    assert (await wait_terminal(client, good["id"]))["state"] == "succeeded"
+
+
+async def test_unknown_job_and_route_are_problems(client: httpx.AsyncClient) -> None:
+    assert_problem(await client.get("/v1/jobs/nope"), 404, "job_not_found")
+    assert_problem(await client.post("/v1/jobs/nope/cancel"), 404, "job_not_found")
+    assert_problem(await client.get("/v1/jobs/nope/result"), 404, "job_not_found")
+    assert_problem(await client.get("/v2/nothing"), 404, "not_found")
+    assert_problem(await client.delete("/v1/jobs"), 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"kind": "inference", "model": "sim"},
+        {"kind": "inference", "model": "sim", "inputs": []},
+        {"kind": "painting", "model": "sim", "inputs": ["a"]},
+        {"kind": "inference", "model": "sim", "inputs": ["a"], "params": {"conf": 2}},
+        {"kind": "inference", "model": "sim", "inputs": ["a"], "params": {"colour": "red"}},
+        {"kind": "inference", "model": "yolo11n", "inputs": ["a"], "params": {"sim_steps": 3}},
+        {"kind": "training", "model": "yolo11n.yaml"},
+        {"kind": "training", "model": "sim", "gpus": 0},
+        {"kind": "inference", "model": "sim", "inputs": ["a"], "priority": 1000},
+    ],
+)
+async def test_invalid_submissions_are_refused_and_store_nothing(
+    client: httpx.AsyncClient, body: dict[str, Any]
+) -> None:
+    problem = assert_problem(await client.post("/v1/jobs", json=body), 422, "invalid_request")
+    assert problem["errors"]
+    assert (await client.get("/v1/jobs")).json()["jobs"] == []
+
+
+async def test_malformed_json_is_a_problem(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/jobs", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert_problem(response, 422, "invalid_request")
+
+
+async def test_unknown_model_is_refused_at_submission(client: httpx.AsyncClient) -> None:
+    body = {"kind": "inference", "model": "yolo11n", "inputs": ["a.jpg"]}
+    problem = assert_problem(await client.post("/v1/jobs", json=body), 404, "model_not_found")
+    assert "model not found" in problem["detail"]
+    assert (await client.get("/v1/jobs")).json()["jobs"] == []
+
+
+async def test_more_gpus_than_lanes_is_refused(client: httpx.AsyncClient) -> None:
+    body = {"kind": "training", "model": "sim", "gpus": 3}
+    assert_problem(await client.post("/v1/jobs", json=body), 422, "too_many_gpus")
+
+
+async def test_idempotency_key_returns_the_same_job(client: httpx.AsyncClient) -> None:
+    headers = {"Idempotency-Key": "order-42"}
+    first = await client.post("/v1/jobs", json=sim_job(), headers=headers)
+    again = await client.post("/v1/jobs", json=sim_job(), headers=headers)
+    assert first.status_code == again.status_code == 202
+    assert again.json()["id"] == first.json()["id"]
+    assert again.headers["Idempotent-Replayed"] == "true"
+    other = await client.post("/v1/jobs", json=sim_job(inputs=["c.jpg"]), headers=headers)
+    assert_problem(other, 422, "idempotency_key_reused")
+
+
+async def test_concurrent_retries_with_one_key_make_one_job(client: httpx.AsyncClient) -> None:
+    responses = await asyncio.gather(
+        *(
+            client.post("/v1/jobs", json=sim_job(), headers={"Idempotency-Key": "k"})
+            for _ in range(50)
+        )
+    )
+    assert {response.status_code for response in responses} == {202}
+    assert len({response.json()["id"] for response in responses}) == 1
+    assert len((await client.get("/v1/jobs")).json()["jobs"]) == 1
+
+
+async def test_full_queue_answers_429_and_stores_nothing(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    async with serve(create_app(settings_factory(max_queued=2, sim_lanes=1))) as client:
+        long = sim_job(params={"sim_seconds": 30})
+        running = (await client.post("/v1/jobs", json=long)).json()
+        await _wait_state(client, running["id"], "running")
+        for _ in range(2):
+            assert (await client.post("/v1/jobs", json=long)).status_code == 202
+        refused = await client.post("/v1/jobs", json=long)
+        assert_problem(refused, 429, "queue_full")
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert len((await client.get("/v1/jobs")).json()["jobs"]) == 3
+        for job in (await client.get("/v1/jobs")).json()["jobs"]:
+            await client.post(f"/v1/jobs/{job['id']}/cancel")
+
+
+async def test_cancel_queued_running_and_finished(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    async with serve(create_app(settings_factory(sim_lanes=1))) as client:
+        slow = sim_job(params={"sim_seconds": 20, "sim_steps": 400})
+        running = (await client.post("/v1/jobs", json=slow)).json()
+        queued = (await client.post("/v1/jobs", json=slow)).json()
+        await _wait_state(client, running["id"], "running")
+
+        response = await client.post(f"/v1/jobs/{queued['id']}/cancel")
+        assert response.status_code == 200
+        assert response.json()["state"] == "cancelled"
+
+        response = await client.post(f"/v1/jobs/{running['id']}/cancel")
+        assert response.status_code == 202
+        assert response.json()["cancel_requested"] is True
+        cancelled = await wait_terminal(client, running["id"])
+        assert cancelled["state"] == "cancelled"
+        assert cancelled["progress"]["done"] < 400
+
+        again = await client.post(f"/v1/jobs/{running['id']}/cancel")
+        assert_problem(again, 409, "job_finished")
+
+
+async def test_list_filters_and_paginates(client: httpx.AsyncClient) -> None:
+    ids = []
+    for _ in range(5):
+        ids.append((await client.post("/v1/jobs", json=sim_job())).json()["id"])
+    training = await client.post("/v1/jobs", json={"kind": "training", "model": "sim"})
+    ids.append(training.json()["id"])
+
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 2}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await client.get("/v1/jobs", params=params)).json()
+        seen += [job["id"] for job in page["jobs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(ids))
+
+    only_training = (await client.get("/v1/jobs", params={"kind": "training"})).json()
+    assert [job["id"] for job in only_training["jobs"]] == [ids[-1]]
+    for job_id in ids:
+        await wait_terminal(client, job_id)
+    done = (await client.get("/v1/jobs", params={"state": ["succeeded", "failed"]})).json()
+    assert len(done["jobs"]) == 6
+    assert (await client.get("/v1/jobs", params={"state": "queued"})).json()["jobs"] == []
+    assert_problem(await client.get("/v1/jobs", params={"cursor": "bogus"}), 422, "invalid_cursor")
+    assert_problem(await client.get("/v1/jobs", params={"state": "lost"}), 422, "invalid_request")
+
+
+async def test_healthz_answers_while_every_lane_is_busy(client: httpx.AsyncClient) -> None:
+    jobs = [
+        (await client.post("/v1/jobs", json=sim_job(params={"sim_seconds": 2}))).json()
+        for _ in range(4)
+    ]
+    for job in jobs[:2]:
+        await _wait_state(client, job["id"], "running")
+    started = time.perf_counter()
+    for _ in range(20):
+        assert (await client.get("/healthz")).status_code == 200
+    assert time.perf_counter() - started < 1.5
+    for job in jobs:
+        await client.post(f"/v1/jobs/{job['id']}/cancel")
+
+
+async def test_draining_refuses_new_jobs_but_answers_polls(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    app = create_app(settings_factory())
+    async with serve(app) as client:
+        job = (await client.post("/v1/jobs", json=sim_job())).json()
+        app.state.services.jobs.draining = True
+        assert_problem(await client.post("/v1/jobs", json=sim_job()), 503, "shutting_down")
+        assert (await client.get(f"/v1/jobs/{job['id']}")).status_code == 200
+        assert (await client.get("/readyz")).status_code == 503
+
+
+async def test_openapi_documents_the_job_routes(client: httpx.AsyncClient) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    assert {
+        "/v1/jobs",
+        "/v1/jobs/{job_id}",
+        "/v1/jobs/{job_id}/cancel",
+        "/v1/jobs/{job_id}/result",
+        "/healthz",
+        "/readyz",
+    } <= set(schema["paths"])
+    submit = schema["paths"]["/v1/jobs"]["post"]
+    assert {"202", "404", "422", "429", "503"} <= set(submit["responses"])
+
+
+async def _wait_state(client: httpx.AsyncClient, job_id: str, state: str) -> None:
+    async with asyncio.timeout(10):
+        while (await client.get(f"/v1/jobs/{job_id}")).json()["state"] != state:
+            await asyncio.sleep(0.01)
