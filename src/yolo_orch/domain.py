@@ -139,6 +139,18 @@ class JobResult:
     detail: JsonObject = field(default_factory=dict)
 
 
+def after_interruption(job: Job) -> tuple[JobState, JobError | None]:
+    """Where a job found RUNNING after a stop goes: cancelled if that was asked, requeued while
+    it has attempts left, else failed as `interrupted` (so a job that crashes the server every
+    time cannot loop forever)."""
+    if job.cancel_requested:
+        return JobState.CANCELLED, None
+    if job.attempt < job.max_attempts:
+        return JobState.QUEUED, None
+    message = f"the server stopped during each of its {job.attempt} attempts"
+    return JobState.FAILED, JobError(ErrorCode.INTERRUPTED, message)
+
+
 @dataclass(frozen=True)
 class JobFilter:
     states: tuple[JobState, ...] = ()

@@ -21,9 +21,7 @@ class JobStore(ABC):
         """Release connections; called once at shutdown."""
 
     @abstractmethod
-    async def create(
-        self, new: NewJob, *, max_queued: int, now: datetime
-    ) -> tuple[Job, bool]:
+    async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
         """Store a queued job and return it with `True`.
 
         If `new.idempotency_key` names an existing job, return that job with `False` instead
@@ -56,7 +54,8 @@ class JobStore(ABC):
 
     @abstractmethod
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
-        """RUNNING -> a terminal state. Raise `JobAlreadyFinished` if the job is terminal."""
+        """A claimed (RUNNING) job -> the outcome's terminal state. Raise `JobAlreadyFinished`
+        if the job is terminal already."""
 
     @abstractmethod
     async def cancel(self, job_id: str, now: datetime) -> Job:
@@ -65,8 +64,8 @@ class JobStore(ABC):
 
     @abstractmethod
     async def recover(self, now: datetime) -> list[Job]:
-        """After a crash: every RUNNING job is requeued while `attempt < max_attempts`, else
-        failed with `interrupted`. Returns the jobs it changed."""
+        """After a stop: settle every RUNNING job as `domain.after_interruption` says (requeued
+        ones lose their devices, progress and start time). Returns the jobs it changed."""
 
     @abstractmethod
     async def recent_durations(self, limit: int) -> list[float]:

@@ -11,15 +11,14 @@ from dataclasses import replace
 from datetime import datetime
 
 from yolo_orch.domain import (
-    ErrorCode,
     Job,
-    JobError,
     JobFilter,
     JobState,
     NewJob,
     Outcome,
     Page,
     Progress,
+    after_interruption,
 )
 from yolo_orch.errors import IdempotencyKeyReused, JobAlreadyFinished, JobNotFound, QueueFull
 from yolo_orch.store.base import JobStore
@@ -36,9 +35,7 @@ class InMemoryJobStore(JobStore):
     def jobs(self) -> list[Job]:
         return sorted(self._jobs.values(), key=lambda job: job.seq)
 
-    async def create(
-        self, new: NewJob, *, max_queued: int, now: datetime
-    ) -> tuple[Job, bool]:
+    async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
         if new.idempotency_key is not None and new.idempotency_key in self._by_key:
             existing = self._jobs[self._by_key[new.idempotency_key]]
             if existing.request_fingerprint != new.request_fingerprint:
@@ -140,19 +137,15 @@ class InMemoryJobStore(JobStore):
 
     async def recover(self, now: datetime) -> list[Job]:
         changed = []
-        for job in list(self._jobs.values()):
+        for job in self.jobs:
             if job.state is not JobState.RUNNING:
                 continue
-            if job.attempt < job.max_attempts:
-                changed.append(self._put(replace(job, state=JobState.QUEUED, devices=())))
+            state, error = after_interruption(job)
+            if state is JobState.QUEUED:
+                job = replace(job, state=state, devices=(), progress=None, started_at=None)
             else:
-                error = JobError(
-                    ErrorCode.INTERRUPTED,
-                    f"the server stopped during each of {job.attempt} attempts",
-                )
-                changed.append(
-                    self._put(replace(job, state=JobState.FAILED, error=error, finished_at=now))
-                )
+                job = replace(job, state=state, error=error, finished_at=now)
+            changed.append(self._put(job))
         return changed
 
     async def recent_durations(self, limit: int) -> list[float]:

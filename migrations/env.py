@@ -1,0 +1,35 @@
+"""Alembic environment: a sync engine on the app's SQLite database (see `store/migrate.py`)."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
+
+from yolo_orch.store.sqlite import sync_url
+from yolo_orch.store.tables import JobRow
+
+config = context.config
+target_metadata = JobRow.metadata
+database_url = config.get_main_option("sqlalchemy.url")
+if database_url is None:
+    raise RuntimeError("set sqlalchemy.url; yolo_orch.store.migrate.alembic_config does")
+url = sync_url(database_url)
+
+if context.is_offline_mode():
+    # `alembic upgrade --sql`: print the SQL for review instead of running it.
+    context.configure(url=url, target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            # SQLite alters most tables by copying them; batch mode does that for us.
+            context.configure(
+                connection=connection, target_metadata=target_metadata, render_as_batch=True
+            )
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()

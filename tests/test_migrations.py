@@ -1,0 +1,54 @@
+"""The migrations build exactly the schema the table classes describe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine
+from sqlalchemy.pool import NullPool
+
+from yolo_orch.store.migrate import current_revision, head_revision, upgrade_to_head
+from yolo_orch.store.sqlite import sync_url
+from yolo_orch.store.tables import JobRow
+
+
+def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'not-yet' / 'jobs.sqlite'}"
+    assert current_revision(url) is None
+
+    upgrade_to_head(url)
+
+    engine = create_engine(sync_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            assert compare_metadata(MigrationContext.configure(conn), JobRow.metadata) == []
+    finally:
+        engine.dispose()
+    assert current_revision(url) == head_revision() == "0001"
+
+
+def test_upgrade_to_head_twice_is_harmless(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.sqlite'}"
+    upgrade_to_head(url)
+    upgrade_to_head(url)
+    assert current_revision(url) == head_revision()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("sqlite+aiosqlite:///var/jobs.sqlite", "sqlite:///var/jobs.sqlite"),
+        ("sqlite+aiosqlite:////abs/jobs.sqlite", "sqlite:////abs/jobs.sqlite"),
+        ("sqlite:///jobs.sqlite", "sqlite:///jobs.sqlite"),
+    ],
+)
+def test_sync_url(url: str, expected: str) -> None:
+    assert sync_url(url) == expected
+
+
+def test_sync_url_refuses_other_databases() -> None:
+    with pytest.raises(ValueError, match="not a SQLite"):
+        sync_url("postgresql+asyncpg://localhost/jobs")

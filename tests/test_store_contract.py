@@ -1,0 +1,423 @@
+"""One contract for every `JobStore`: the in-memory fake must behave as the SQLite store does."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from yolo_orch.domain import (
+    ErrorCode,
+    Job,
+    JobError,
+    JobFilter,
+    JobKind,
+    JobState,
+    NewJob,
+    Outcome,
+    Progress,
+)
+from yolo_orch.errors import IdempotencyKeyReused, JobAlreadyFinished, JobNotFound, QueueFull
+from yolo_orch.store.base import JobStore
+from yolo_orch.store.memory import InMemoryJobStore
+from yolo_orch.store.migrate import upgrade_to_head
+from yolo_orch.store.sqlite import SQLiteJobStore
+
+T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+ROOMY = 1_000
+"""A queue bound no test reaches unless it means to."""
+
+
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'db' / 'jobs.sqlite'}"
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
+    job_store: JobStore
+    if request.param == "memory":
+        job_store = InMemoryJobStore()
+    else:
+        url = sqlite_url(tmp_path)
+        await asyncio.to_thread(upgrade_to_head, url)
+        job_store = SQLiteJobStore(url)
+    await job_store.open()
+    try:
+        yield job_store
+    finally:
+        await job_store.close()
+
+
+def new_job(**changes: Any) -> NewJob:
+    job = NewJob(
+        kind=JobKind.INFERENCE,
+        model="yolo11n",
+        spec={"inputs": ["a/*.jpg"], "params": {"imgsz": 640, "conf": 0.25}},
+    )
+    return replace(job, **changes)
+
+
+async def add(store: JobStore, now: datetime = T0, **changes: Any) -> Job:
+    job, created = await store.create(new_job(**changes), max_queued=ROOMY, now=now)
+    assert created
+    return job
+
+
+async def running(store: JobStore, now: datetime = T0, **changes: Any) -> Job:
+    job = await store.claim((await add(store, now, **changes)).id, ("sim:0",), now)
+    assert job is not None
+    return job
+
+
+async def test_create_and_get_round_trip_every_field(store: JobStore) -> None:
+    spec = {"dataset": "coco8/data.yaml", "params": {"epochs": 3, "lr0": 0.01, "tags": ["x"]}}
+    job, created = await store.create(
+        NewJob(
+            kind=JobKind.TRAINING,
+            model="yolo11n.yaml",
+            spec=spec,
+            priority=7,
+            gpus=2,
+            max_attempts=5,
+            idempotency_key="k-1",
+            request_fingerprint="fp-1",
+        ),
+        max_queued=ROOMY,
+        now=T0,
+    )
+
+    assert created
+    assert (job.kind, job.state, job.model, job.spec) == (
+        JobKind.TRAINING,
+        JobState.QUEUED,
+        "yolo11n.yaml",
+        spec,
+    )
+    assert (job.priority, job.gpus, job.attempt, job.max_attempts) == (7, 2, 0, 5)
+    assert (job.idempotency_key, job.request_fingerprint) == ("k-1", "fp-1")
+    assert (job.devices, job.progress, job.error, job.result) == ((), None, None, None)
+    assert not job.cancel_requested
+    assert job.created_at == T0
+    assert job.started_at is None
+    assert job.finished_at is None
+    assert await store.get(job.id) == job
+
+    started = T0 + timedelta(seconds=1)
+    claimed = await store.claim(job.id, ("sim:0", "sim:1"), started)
+    await store.set_progress(job.id, Progress(1, 3, "epoch"))
+    finished = await store.finish(
+        job.id,
+        Outcome(
+            JobState.FAILED,
+            error=JobError(ErrorCode.CUDA_OOM, "out of memory"),
+            result={"epochs_done": 1, "metrics": {"map50": 0.5}},
+        ),
+        started + timedelta(minutes=2),
+    )
+
+    assert claimed is not None
+    assert finished == await store.get(job.id)
+    assert finished.devices == ("sim:0", "sim:1")
+    assert finished.progress == Progress(1, 3, "epoch")
+    assert finished.error == JobError(ErrorCode.CUDA_OOM, "out of memory")
+    assert finished.result == {"epochs_done": 1, "metrics": {"map50": 0.5}}
+    for moment, expected in [
+        (finished.created_at, T0),
+        (finished.started_at, started),
+        (finished.finished_at, started + timedelta(minutes=2)),
+    ]:
+        assert moment == expected
+        assert moment is not None
+        assert moment.utcoffset() == timedelta(0)
+
+
+async def test_get_unknown_id_raises(store: JobStore) -> None:
+    with pytest.raises(JobNotFound):
+        await store.get("no-such-job")
+
+
+async def test_same_idempotency_key_returns_the_same_job(store: JobStore) -> None:
+    first = await add(store, idempotency_key="key", request_fingerprint="fp")
+
+    again, created = await store.create(
+        new_job(idempotency_key="key", request_fingerprint="fp"), max_queued=ROOMY, now=T0
+    )
+
+    assert not created
+    assert again == first
+    assert await store.count_queued() == 1
+
+
+async def test_idempotency_key_with_another_request_is_refused(store: JobStore) -> None:
+    first = await add(store, idempotency_key="key", request_fingerprint="fp")
+
+    with pytest.raises(IdempotencyKeyReused) as raised:
+        await store.create(
+            new_job(idempotency_key="key", request_fingerprint="other"), max_queued=ROOMY, now=T0
+        )
+
+    assert raised.value.job_id == first.id
+    assert await store.count_queued() == 1
+
+
+async def test_concurrent_creates_with_one_key_make_one_job(store: JobStore) -> None:
+    same = new_job(idempotency_key="key", request_fingerprint="fp")
+
+    results = await asyncio.gather(
+        *(store.create(same, max_queued=ROOMY, now=T0) for _ in range(50))
+    )
+
+    assert len({job.id for job, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+    page = await store.list_jobs(JobFilter(), limit=100, before_seq=None)
+    assert len(page.jobs) == 1
+
+
+async def test_full_queue_refuses_and_stores_nothing(store: JobStore) -> None:
+    first = await add(store)
+    await add(store)
+
+    with pytest.raises(QueueFull):
+        await store.create(new_job(), max_queued=2, now=T0)
+
+    assert await store.count_queued() == 2
+    assert len((await store.list_jobs(JobFilter(), limit=10, before_seq=None)).jobs) == 2
+    # Only queued jobs count against the bound.
+    await store.claim(first.id, ("sim:0",), T0)
+    _, created = await store.create(new_job(), max_queued=2, now=T0)
+    assert created
+
+
+async def test_list_jobs_newest_first_with_filters_and_cursor(store: JobStore) -> None:
+    jobs = [
+        await add(store, kind=JobKind.TRAINING if i % 3 == 0 else JobKind.INFERENCE)
+        for i in range(10)
+    ]
+    for job in jobs[:4]:
+        await store.claim(job.id, ("sim:0",), T0)
+
+    seen: list[int] = []
+    cursor = None
+    while True:
+        page = await store.list_jobs(JobFilter(), limit=3, before_seq=cursor)
+        seen += [job.seq for job in page.jobs]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+
+    assert seen == sorted((job.seq for job in jobs), reverse=True)
+    queued = await store.list_jobs(JobFilter(states=(JobState.QUEUED,)), limit=100, before_seq=None)
+    assert [job.id for job in queued.jobs] == [job.id for job in reversed(jobs[4:])]
+    assert queued.next_cursor is None
+    training = await store.list_jobs(
+        JobFilter(kinds=(JobKind.TRAINING,)), limit=100, before_seq=None
+    )
+    assert [job.id for job in training.jobs] == [jobs[i].id for i in (9, 6, 3, 0)]
+    both = await store.list_jobs(
+        JobFilter(states=(JobState.RUNNING, JobState.FAILED), kinds=(JobKind.TRAINING,)),
+        limit=100,
+        before_seq=None,
+    )
+    assert [job.id for job in both.jobs] == [jobs[3].id, jobs[0].id]
+
+
+async def test_next_queued_by_priority_then_submission_order(store: JobStore) -> None:
+    jobs = [await add(store, priority=priority) for priority in (0, 5, 0, 5, 1, 9)]
+    await store.claim(jobs[5].id, ("sim:0",), T0)
+
+    order = await store.next_queued(limit=10)
+
+    assert [job.id for job in order] == [jobs[i].id for i in (1, 3, 4, 0, 2)]
+    assert [job.id for job in await store.next_queued(limit=2)] == [jobs[1].id, jobs[3].id]
+
+
+async def test_claim_starts_a_queued_job_once(store: JobStore) -> None:
+    job = await add(store)
+    later = T0 + timedelta(seconds=3)
+
+    claimed = await store.claim(job.id, ("sim:1", "sim:2"), later)
+
+    assert claimed is not None
+    assert claimed.state is JobState.RUNNING
+    assert (claimed.attempt, claimed.devices, claimed.started_at) == (1, ("sim:1", "sim:2"), later)
+    assert await store.get(job.id) == claimed
+    assert await store.claim(job.id, ("sim:0",), later) is None
+    assert await store.count_queued() == 0
+
+
+async def test_claim_returns_none_for_a_job_no_longer_queued(store: JobStore) -> None:
+    job = await add(store)
+    await store.cancel(job.id, T0)
+
+    assert await store.claim(job.id, ("sim:0",), T0) is None
+    with pytest.raises(JobNotFound):
+        await store.claim("no-such-job", ("sim:0",), T0)
+
+
+async def test_set_progress_only_while_running(store: JobStore) -> None:
+    queued = await add(store)
+    job = await running(store)
+
+    await store.set_progress(job.id, Progress(2, 10, "image"))
+    await store.set_progress(queued.id, Progress(1, 1, "image"))
+
+    assert (await store.get(job.id)).progress == Progress(2, 10, "image")
+    assert (await store.get(queued.id)).progress is None
+    await store.finish(job.id, Outcome(JobState.SUCCEEDED), T0)
+    await store.set_progress(job.id, Progress(9, 10, "image"))
+    assert (await store.get(job.id)).progress == Progress(2, 10, "image")
+    with pytest.raises(JobNotFound):
+        await store.set_progress("no-such-job", Progress(1, 1, "image"))
+
+
+async def test_finish_records_the_outcome_once(store: JobStore) -> None:
+    job = await running(store)
+    await store.set_progress(job.id, Progress(3, 4, "image"))
+    done = T0 + timedelta(seconds=30)
+
+    finished = await store.finish(job.id, Outcome(JobState.SUCCEEDED, result={"images": 4}), done)
+
+    assert finished.state is JobState.SUCCEEDED
+    assert (finished.result, finished.error, finished.finished_at) == ({"images": 4}, None, done)
+    assert finished.progress == Progress(3, 4, "image")
+    assert await store.get(job.id) == finished
+    with pytest.raises(JobAlreadyFinished):
+        await store.finish(job.id, Outcome(JobState.FAILED), done)
+    assert await store.get(job.id) == finished
+
+
+async def test_finish_takes_the_outcome_progress(store: JobStore) -> None:
+    job = await running(store)
+    await store.set_progress(job.id, Progress(3, 4, "image"))
+
+    finished = await store.finish(
+        job.id, Outcome(JobState.CANCELLED, progress=Progress(4, 4, "image")), T0
+    )
+
+    assert finished.progress == Progress(4, 4, "image")
+
+
+async def test_cancel_queued_running_and_finished_jobs(store: JobStore) -> None:
+    queued = await add(store)
+    job = await running(store)
+    later = T0 + timedelta(seconds=5)
+
+    cancelled = await store.cancel(queued.id, later)
+    requested = await store.cancel(job.id, later)
+
+    assert (cancelled.state, cancelled.cancel_requested) == (JobState.CANCELLED, True)
+    assert cancelled.finished_at == later
+    assert (requested.state, requested.cancel_requested) == (JobState.RUNNING, True)
+    assert requested.finished_at is None
+    assert await store.get(job.id) == requested
+    with pytest.raises(JobAlreadyFinished):
+        await store.cancel(queued.id, later)
+    with pytest.raises(JobNotFound):
+        await store.cancel("no-such-job", later)
+
+
+async def test_recover_requeues_or_fails_interrupted_jobs(store: JobStore) -> None:
+    first = await add(store)
+    retried = await running(store, max_attempts=2)
+    second = await add(store)
+    exhausted = await running(store, max_attempts=1)
+    done = await running(store)
+    await store.finish(done.id, Outcome(JobState.SUCCEEDED), T0)
+    crash = T0 + timedelta(hours=1)
+
+    changed = await store.recover(crash)
+
+    assert [job.id for job in changed] == [retried.id, exhausted.id]
+    requeued, failed = changed
+    assert (requeued.state, requeued.attempt, requeued.devices) == (JobState.QUEUED, 1, ())
+    assert (failed.state, failed.attempt, failed.finished_at) == (JobState.FAILED, 1, crash)
+    assert failed.error is not None
+    assert failed.error.code == ErrorCode.INTERRUPTED
+    assert [await store.get(job.id) for job in changed] == changed
+    assert [job.id for job in await store.next_queued(limit=10)] == [
+        first.id,
+        retried.id,
+        second.id,
+    ]
+    assert await store.get(first.id) == first
+    assert (await store.get(done.id)).state is JobState.SUCCEEDED
+    assert await store.recover(crash) == []
+
+
+async def test_recent_durations_newest_first(store: JobStore) -> None:
+    never_ran = await add(store)
+    await store.cancel(never_ran.id, T0)
+    for minute, seconds in enumerate((5, 1, 3)):
+        job = await add(store)
+        start = T0 + timedelta(minutes=minute)
+        await store.claim(job.id, ("sim:0",), start)
+        await store.finish(job.id, Outcome(JobState.SUCCEEDED), start + timedelta(seconds=seconds))
+    still_running = await running(store)
+
+    assert await store.recent_durations(10) == [3.0, 1.0, 5.0]
+    assert await store.recent_durations(2) == [3.0, 1.0]
+    assert still_running.finished_at is None
+
+
+async def test_check_writable_passes_on_a_healthy_store(store: JobStore) -> None:
+    await store.check_writable()
+
+
+async def test_sqlite_survives_500_concurrent_mixed_operations(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path)
+    await asyncio.to_thread(upgrade_to_head, url)
+    store = SQLiteJobStore(url)
+    await store.open()
+    try:
+        seeded = [await add(store) for _ in range(100)]
+        operations = [
+            *(store.create(new_job(), max_queued=ROOMY, now=T0) for _ in range(200)),
+            *(store.get(job.id) for job in seeded),
+            *(store.list_jobs(JobFilter(), limit=20, before_seq=None) for _ in range(100)),
+            *(store.claim(job.id, ("sim:0",), T0) for job in seeded),
+        ]
+
+        # Any "database is locked" (OperationalError) would propagate out of gather.
+        await asyncio.gather(*operations)
+
+        assert await store.count_queued() == 200
+        running_jobs = await store.list_jobs(
+            JobFilter(states=(JobState.RUNNING,)), limit=1_000, before_seq=None
+        )
+        assert {job.id for job in running_jobs.jobs} == {job.id for job in seeded}
+    finally:
+        await store.close()
+
+
+async def test_sqlite_data_survives_a_restart(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path)
+    await asyncio.to_thread(upgrade_to_head, url)
+    before = SQLiteJobStore(url)
+    await before.open()
+    try:
+        job = await running(before, idempotency_key="key", request_fingerprint="fp")
+        await before.set_progress(job.id, Progress(1, 2, "image"))
+        finished = await before.finish(
+            job.id, Outcome(JobState.SUCCEEDED, result={"images": 2}), T0
+        )
+        queued = await add(before)
+    finally:
+        await before.close()
+
+    after = SQLiteJobStore(url)
+    await after.open()
+    try:
+        assert await after.get(job.id) == finished
+        assert await after.get(queued.id) == queued
+        assert [job.id for job in await after.next_queued(limit=10)] == [queued.id]
+        again, created = await after.create(
+            new_job(idempotency_key="key", request_fingerprint="fp"), max_queued=ROOMY, now=T0
+        )
+        assert (again, created) == (finished, False)
+    finally:
+        await after.close()
