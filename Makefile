@@ -1,0 +1,36 @@
+# Two entry points do all set-up on a fresh machine (Python 3.11+ with venv):
+#   make serve   install into .venv and start the server with the embedded defaults
+#   make test    install the project with its test tools into .venv and run the test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+
+.PHONY: serve test lint install install-dev clean
+
+serve: $(VENV)/.installed
+	$(VENV)/bin/yolo-orch serve
+
+test: $(VENV)/.installed-dev
+	$(PY) -m pytest -m "not gpu"
+
+lint: $(VENV)/.installed-dev
+	$(VENV)/bin/ruff check src tests migrations
+	$(VENV)/bin/ruff format --check src tests migrations
+	$(VENV)/bin/mypy src
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+$(PY):
+	python3 -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	$(PIP) install -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
