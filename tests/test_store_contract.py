@@ -421,3 +421,4 @@ async def test_sqlite_data_survives_a_restart(tmp_path: Path) -> None:
         assert (again, created) == (finished, False)
     finally:
         await after.close()
+

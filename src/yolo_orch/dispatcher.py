@@ -160,8 +160,6 @@ class Dispatcher:
         try:
             await anyio.Path(workdir).mkdir(parents=True, exist_ok=True)
             outcome = await self._execute(ctx)
-            if run.progress_writer is not None:
-                run.progress_writer.cancel()
             await self._store.finish(job.id, outcome, utcnow())
             log.info("job %s %s", job.id, outcome.state)
         except asyncio.CancelledError:

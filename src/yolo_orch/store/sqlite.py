@@ -10,10 +10,11 @@ Reads use a plain deferred `BEGIN` and, thanks to WAL, never wait for the writer
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import event, func, update
 from sqlalchemy.engine import Connection, make_url
@@ -64,6 +65,26 @@ def _on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _shielded(
+    method: Callable[_P, Coroutine[Any, Any, _T]],
+) -> Callable[_P, Coroutine[Any, Any, _T]]:
+    """Run the operation to its end even if the caller is cancelled.
+
+    A transaction cut off half way would leave its pooled connection holding SQLite's write
+    lock, and every later write would fail with "database is locked".
+    """
+
+    @functools.wraps(method)
+    async def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return await asyncio.shield(asyncio.ensure_future(method(*args, **kwargs)))
+
+    return run
+
+
 def _begin(conn: Connection) -> None:
     mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
     conn.exec_driver_sql(f"BEGIN {mode}")
@@ -88,6 +109,7 @@ class SQLiteJobStore(JobStore):
             await self._engine.dispose()
         self._engine = self._writer = None
 
+    @_shielded
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
         # Key lookup, queue bound and insert share one write transaction: concurrent creates
         # with one key make exactly one job, and the bound cannot be overshot.
@@ -109,10 +131,12 @@ class SQLiteJobStore(JobStore):
             await session.flush()
             return row.to_job(), True
 
+    @_shielded
     async def get(self, job_id: str) -> Job:
         async with self._reading() as session:
             return (await _row(session, job_id)).to_job()
 
+    @_shielded
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
         stmt = select(JobRow)
         if where.states:
@@ -129,6 +153,7 @@ class SQLiteJobStore(JobStore):
         more = len(rows) > limit
         return Page(jobs=page, next_cursor=page[-1].seq if more and page else None)
 
+    @_shielded
     async def next_queued(self, limit: int) -> list[Job]:
         stmt = (
             select(JobRow)
@@ -139,10 +164,12 @@ class SQLiteJobStore(JobStore):
         async with self._reading() as session:
             return [row.to_job() for row in (await session.exec(stmt)).all()]
 
+    @_shielded
     async def count_queued(self) -> int:
         async with self._reading() as session:
             return await _count_queued(session)
 
+    @_shielded
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         stmt = (
             update(JobRow)
@@ -163,6 +190,7 @@ class SQLiteJobStore(JobStore):
                 return None
             return row.to_job()
 
+    @_shielded
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         stmt = (
             update(JobRow)
@@ -174,6 +202,7 @@ class SQLiteJobStore(JobStore):
             if (await session.exec(stmt)).first() is None:
                 await _row(session, job_id)  # raises JobNotFound for an unknown id
 
+    @_shielded
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         # Read-check-write is safe: the IMMEDIATE transaction already holds the write lock.
         async with self._writing() as session:
@@ -190,6 +219,7 @@ class SQLiteJobStore(JobStore):
             await session.flush()
             return row.to_job()
 
+    @_shielded
     async def cancel(self, job_id: str, now: datetime) -> Job:
         async with self._writing() as session:
             row = await _row(session, job_id)
@@ -203,6 +233,7 @@ class SQLiteJobStore(JobStore):
             await session.flush()
             return row.to_job()
 
+    @_shielded
     async def recover(self, now: datetime) -> list[Job]:
         stmt = select(JobRow).where(col(JobRow.state) == JobState.RUNNING).order_by(col(JobRow.seq))
         async with self._writing() as session:
@@ -220,6 +251,7 @@ class SQLiteJobStore(JobStore):
             await session.flush()
             return [row.to_job() for row in rows]
 
+    @_shielded
     async def recent_durations(self, limit: int) -> list[float]:
         stmt = (
             select(JobRow.started_at, JobRow.finished_at)
@@ -235,6 +267,7 @@ class SQLiteJobStore(JobStore):
             if started is not None and finished is not None
         ]
 
+    @_shielded
     async def check_writable(self) -> None:
         """Take SQLite's write lock and let it go: fails on a read-only or locked database."""
         async with self._write_lock, self._writer_engine().connect() as conn:
