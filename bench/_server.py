@@ -34,10 +34,11 @@ def running_server(**settings: object) -> Iterator[str]:
             YOLO_ORCH_PORT=str(port),
             YOLO_ORCH_LOG_LEVEL="warning",
         )
-        log = Path(os.environ.get("BENCH_SERVER_LOG", Path(tmp) / "server.log")).open("w")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "yolo_orch.cli", "serve"], env=env, stdout=log, stderr=log
-        )
+        log_path = Path(os.environ.get("BENCH_SERVER_LOG", Path(tmp) / "server.log"))
+        with log_path.open("w") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "yolo_orch.cli", "serve"], env=env, stdout=log, stderr=log
+            )
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 30
@@ -46,7 +47,7 @@ def running_server(**settings: object) -> Iterator[str]:
                     if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                         break
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"server did not start: see {log.name}")
+                    raise RuntimeError(f"server did not start: see {log_path}")
                 time.sleep(0.1)
             yield url
         finally:
@@ -56,7 +57,6 @@ def running_server(**settings: object) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-            log.close()
 
 
 def percentile(samples: list[float], fraction: float) -> float:
