@@ -28,12 +28,40 @@ class ModelNotFound(YoloOrchError):
         self.model = model
 
 
+class ModelNameTaken(YoloOrchError):
+    code = "model_name_taken"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"another model is already named {name!r}")
+        self.name = name
+
+
+class ModelInUse(YoloOrchError):
+    code = "model_in_use"
+
+    def __init__(self, ref: str, job_ids: list[str]) -> None:
+        shown = ", ".join(job_ids[:5]) + (" ..." if len(job_ids) > 5 else "")
+        super().__init__(
+            f"model {ref!r} is used by {len(job_ids)} queued or running job(s): {shown}"
+        )
+        self.ref = ref
+        self.job_ids = job_ids
+
+
 class InvalidJob(YoloOrchError):
     """A submission that is well-formed JSON but cannot run here."""
 
     def __init__(self, message: str, code: str = "invalid_job") -> None:
         super().__init__(message)
         self.code = code
+
+
+class PathOutsideRoots(YoloOrchError):
+    code = "path_outside_roots"
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path!r} is refused: {why}")
+        self.path = path
 
 
 class InvalidCursor(YoloOrchError):

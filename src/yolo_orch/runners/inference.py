@@ -1,0 +1,414 @@
+"""Inference jobs on ultralytics YOLO models, with loaded models kept warm per device.
+
+Thread model: the dispatcher runs each job in a worker thread and a lane runs at most `slots` jobs
+at once. A loaded model instance is never shared: a job checks an instance out of its lane's cache
+for the whole job (a busy model makes a second job load its own instance) and gives it back at
+the end. ultralytics' `predict` updates predictor arguments outside its lock, so a shared instance
+would mix up two jobs' `conf`/`imgsz`.
+
+CPU threads: `torch.set_num_threads` is partly per OS thread (OpenMP) and partly process-wide
+(MKL), and importing ultralytics sets `OMP_NUM_THREADS=1`. So every job sets the thread count in
+its own worker thread, and all jobs use one value per lane kind, so concurrent jobs never fight
+over a process-wide setting: `cpu_threads` (default: all cores) on the `cpu` lane, 1 on CUDA
+lanes, where the model runs on the GPU and torch's CPU pool has almost nothing to do.
+
+Call `configure_ultralytics` before constructing the runner (offline, safe load).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from yolo_orch.domain import JobResult, JsonObject, Progress
+from yolo_orch.errors import InvalidJobInput, JobCancelled
+from yolo_orch.runners.base import RunContext
+from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+    from ultralytics.engine.results import Results
+    from ultralytics.models import YOLO
+
+__all__ = ["InferenceParams", "YoloInferenceRunner"]
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_TASKS = frozenset({"detect", "segment", "pose"})
+"""Tasks whose results carry boxes; classification and OBB models are refused."""
+
+ResolveWeights = Callable[[str], ResolvedWeights]
+
+
+@dataclass(frozen=True)
+class InferenceParams:
+    imgsz: int = 640
+    conf: float = 0.25
+    iou: float = 0.7
+    max_det: int = 300
+    classes: tuple[int, ...] | None = None
+    half: bool = False
+    """Honoured on CUDA lanes only."""
+    save_annotated: bool = False
+
+    @classmethod
+    def from_job(cls, params: JsonObject) -> InferenceParams:
+        """Check the types and ranges of a job's `params`; unknown keys are ignored."""
+        defaults = cls()
+        imgsz = _int(params, "imgsz", defaults.imgsz, low=32, high=8192)
+        conf = _fraction(params, "conf", defaults.conf)
+        iou = _fraction(params, "iou", defaults.iou)
+        max_det = _int(params, "max_det", defaults.max_det, low=1, high=100_000)
+        raw_classes = params.get("classes")
+        classes: tuple[int, ...] | None = None
+        if raw_classes is not None:
+            if not isinstance(raw_classes, list) or not all(
+                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in raw_classes
+            ):
+                raise InvalidJobInput("params.classes must be a list of class ids (ints >= 0)")
+            classes = tuple(raw_classes)
+        return cls(
+            imgsz=imgsz,
+            conf=conf,
+            iou=iou,
+            max_det=max_det,
+            classes=classes,
+            half=_bool(params, "half", defaults.half),
+            save_annotated=_bool(params, "save_annotated", defaults.save_annotated),
+        )
+
+
+@dataclass
+class _Lane:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    idle: OrderedDict[str, YOLO] = field(default_factory=OrderedDict)
+    """Loaded instances nobody is using, least recently used first."""
+    busy: Counter[str] = field(default_factory=Counter)
+    """Checked-out instances per sha256."""
+    generation: int = 0
+    """Bumped when the lane is flushed: instances checked out before are not taken back."""
+
+
+class YoloInferenceRunner:
+    """Runs inference jobs: `spec.inputs` (absolute image paths) through the job's model."""
+
+    def __init__(
+        self,
+        resolve_weights: ResolveWeights,
+        model_cache_size: int = 2,
+        cpu_threads: int | None = None,
+    ) -> None:
+        if model_cache_size < 0:
+            raise ValueError("model_cache_size must be >= 0")
+        self._resolve_weights = resolve_weights
+        self._cache_size = model_cache_size
+        self._cpu_threads = cpu_threads if cpu_threads is not None else (os.cpu_count() or 1)
+        self._lanes: dict[str, _Lane] = {}
+        self._lanes_lock = threading.Lock()
+        self._loads = 0
+
+    @property
+    def loads(self) -> int:
+        """How many model instances were loaded since start (a cache-miss counter)."""
+        return self._loads
+
+    def cached_models(self, device: str) -> list[str]:
+        """sha256s of the models loaded on `device`: idle ones, least recently used first, then
+        the ones only in use."""
+        lane = self._lane(device)
+        with lane.lock:
+            idle = list(lane.idle)
+            return idle + [sha for sha, n in lane.busy.items() if n > 0 and sha not in lane.idle]
+
+    def run(self, ctx: RunContext) -> JobResult:
+        import torch
+
+        if len(ctx.devices) != 1:
+            raise InvalidJobInput(f"an inference job runs on one device, not {ctx.devices!r}")
+        device = ctx.devices[0]
+        params = InferenceParams.from_job(ctx.job.params)
+        sources = _inputs(ctx.job.spec)
+        weights = self._resolve_weights(ctx.job.model)
+        torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
+        ctx.report_progress(Progress(0, len(sources), "images"))
+        try:
+            with self._checkout(device, weights, params) as model:
+                if model.task not in SUPPORTED_TASKS:
+                    raise InvalidJobInput(
+                        f"model {ctx.job.model!r} is a {model.task!r} model; inference jobs run "
+                        f"{', '.join(sorted(SUPPORTED_TASKS))} models"
+                    )
+                return self._run_images(ctx, model, device, params, sources)
+        except torch.cuda.OutOfMemoryError as e:
+            self._flush(device)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            raise RuntimeError(f"CUDA out of memory: {e}") from e
+
+    def _run_images(
+        self,
+        ctx: RunContext,
+        model: YOLO,
+        device: str,
+        params: InferenceParams,
+        sources: list[Path],
+    ) -> JobResult:
+        artifacts: Path | None = None
+        if params.save_annotated:
+            artifacts = ctx.workdir / "artifacts"
+            artifacts.mkdir(parents=True, exist_ok=True)
+        images: list[JsonObject] = []
+        for index, source in enumerate(sources):
+            if ctx.should_cancel():
+                raise JobCancelled(f"cancelled after {index} of {len(sources)} images")
+            images.append(_predict_one(model, index, source, device, params, artifacts))
+            ctx.report_progress(Progress(index + 1, len(sources), "images"))
+        failed = sum(1 for image in images if "error" in image)
+        detections = sum(len(image.get("detections", ())) for image in images)
+        return JobResult(
+            summary={"images": len(images), "detections": detections, "failed_images": failed},
+            detail={"images": images},
+        )
+
+    # --- the per-lane model cache ---
+
+    def _lane(self, device: str) -> _Lane:
+        with self._lanes_lock:
+            return self._lanes.setdefault(device, _Lane())
+
+    @contextmanager
+    def _checkout(
+        self, device: str, weights: ResolvedWeights, params: InferenceParams
+    ) -> Iterator[YOLO]:
+        lane = self._lane(device)
+        sha = weights.sha256
+        with lane.lock:
+            model = lane.idle.pop(sha, None)
+            lane.busy[sha] += 1
+            generation = lane.generation
+        keep = False
+        try:
+            if model is None:
+                model = self._load(device, weights, params)
+            yield model
+            keep = True
+        except (JobCancelled, InvalidJobInput):
+            keep = True  # the job stopped, the model is fine
+            raise
+        finally:
+            with lane.lock:
+                lane.busy[sha] -= 1
+                if lane.busy[sha] <= 0:
+                    del lane.busy[sha]
+                if keep and model is not None and generation == lane.generation:
+                    self._put_idle(lane, sha, model)
+
+    def _put_idle(self, lane: _Lane, sha: str, model: YOLO) -> None:
+        if self._cache_size == 0:
+            return
+        if sha in lane.idle:  # another job's instance came back first: keep one
+            lane.idle.move_to_end(sha)
+            return
+        lane.idle[sha] = model
+        while len(lane.idle) > self._cache_size:
+            lane.idle.popitem(last=False)
+
+    def _flush(self, device: str) -> None:
+        lane = self._lane(device)
+        with lane.lock:
+            lane.idle.clear()
+            lane.generation += 1
+
+    def _load(self, device: str, weights: ResolvedWeights, params: InferenceParams) -> YOLO:
+        import numpy as np
+        import ultralytics.utils
+        from ultralytics.models import YOLO
+
+        if not ultralytics.utils.SAFE_LOAD:
+            raise RuntimeError("ultralytics safe load is off: call configure_ultralytics() first")
+        path = weights.path
+        if path.suffix.lower() != ".pt":  # ultralytics treats any other suffix as an export format
+            raise InvalidWeights(path, "the file name must end in .pt")
+        if not path.is_file():  # ultralytics would go looking for a missing .pt online
+            raise FileNotFoundError(f"weights file {path} is missing")
+        started = time.perf_counter()
+        actual = sha256_file(path)
+        if actual != weights.sha256:
+            raise ModelTampered(path, weights.sha256, actual)
+        model = YOLO(str(path))
+        # No `model.to(device)`: the predictor deep-copies the model, fuses it and moves that copy
+        # to `device` (the warm-up below builds it). Moving the original as well would keep a
+        # second, unused copy in GPU memory for every cached model.
+        loaded = time.perf_counter()
+        blank: NDArray[np.uint8] = np.zeros((params.imgsz, params.imgsz, 3), dtype=np.uint8)
+        _predict_first(model, blank, device, params)
+        log.info(
+            "loaded %s on %s in %.0f ms, warmed up in %.0f ms",
+            path.name,
+            device,
+            (loaded - started) * 1000,
+            (time.perf_counter() - loaded) * 1000,
+        )
+        with self._lanes_lock:
+            self._loads += 1
+        return model
+
+
+def _predict_args(device: str, params: InferenceParams) -> dict[str, Any]:
+    half = params.half and device.startswith("cuda")
+    return {
+        "device": device,
+        "imgsz": params.imgsz,
+        "conf": params.conf,
+        "iou": params.iou,
+        "max_det": params.max_det,
+        "classes": list(params.classes) if params.classes is not None else None,
+        "quantize": 16 if half else None,  # `half=` is deprecated in favour of `quantize=`
+        "verbose": False,
+        "save": False,
+    }
+
+
+def _predict_first(
+    model: YOLO, image: NDArray[np.uint8], device: str, params: InferenceParams
+) -> Results:
+    """Predict one image through a streaming predict, and close the stream: a suspended
+    generator holds the predictor's lock."""
+    from ultralytics.engine.results import Results
+
+    results = model.predict(source=image, stream=True, **_predict_args(device, params))
+    if not isinstance(results, Generator):
+        raise TypeError(f"predict(stream=True) returned a {type(results).__name__}")
+    try:
+        result = next(results)
+    finally:
+        results.close()
+    if not isinstance(result, Results):
+        raise TypeError(f"predict yielded a {type(result).__name__}, not Results")
+    return result
+
+
+def _predict_one(
+    model: YOLO,
+    index: int,
+    source: Path,
+    device: str,
+    params: InferenceParams,
+    artifacts: Path | None,
+) -> JsonObject:
+    image = _decode(source)
+    if isinstance(image, str):
+        return {"source": str(source), "error": image}
+    result = _predict_first(model, image, device, params)
+    height, width = image.shape[:2]
+    entry: JsonObject = {
+        "source": str(source),
+        "width": int(width),
+        "height": int(height),
+        "detections": _detections(result),
+    }
+    if artifacts is not None:
+        entry["annotated"] = _save_annotated(result, artifacts, index, source)
+    return entry
+
+
+def _decode(source: Path) -> NDArray[np.uint8] | str:
+    """The image as BGR pixels, or why it cannot be read. Decoding here, one image at a time, keeps
+    one bad file from failing the whole job (ultralytics raises for the batch)."""
+    import cv2
+    import numpy as np
+
+    try:
+        data = np.fromfile(source, dtype=np.uint8)
+    except OSError as e:
+        return f"cannot read the file: {e.strerror or e}"
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        return "cannot decode the file as an image"
+    return image  # type: ignore[return-value]  # cv2 types pixels as MatLike
+
+
+def _detections(result: Results) -> list[JsonObject]:
+    boxes = result.boxes
+    if boxes is None:
+        return []
+    names: dict[int, str] = result.names
+    detections: list[JsonObject] = []
+    for (x1, y1, x2, y2), conf, cls in zip(
+        boxes.xyxy.tolist(), boxes.conf.tolist(), boxes.cls.tolist(), strict=True
+    ):
+        class_id = int(cls)
+        detections.append(
+            {
+                "class_id": class_id,
+                "class_name": names.get(class_id, str(class_id)),
+                "confidence": round(float(conf), 5),
+                "box": {
+                    "x1": round(float(x1), 2),
+                    "y1": round(float(y1), 2),
+                    "x2": round(float(x2), 2),
+                    "y2": round(float(y2), 2),
+                },
+            }
+        )
+    return detections
+
+
+def _save_annotated(result: Results, artifacts: Path, index: int, source: Path) -> str:
+    import cv2
+
+    name = f"{index:05d}_{source.stem}.jpg"
+    ok, encoded = cv2.imencode(".jpg", result.plot())
+    if not ok:
+        raise RuntimeError(f"could not encode the annotated image for {source}")
+    tmp = artifacts / f".{name}.tmp"
+    tmp.write_bytes(encoded.tobytes())
+    os.replace(tmp, artifacts / name)
+    return name
+
+
+def _inputs(spec: JsonObject) -> list[Path]:
+    raw = spec.get("inputs")
+    if not isinstance(raw, list) or not raw or not all(isinstance(s, str) for s in raw):
+        raise InvalidJobInput("spec.inputs must be a non-empty list of image paths")
+    paths = [Path(s) for s in raw]
+    relative = [str(p) for p in paths if not p.is_absolute()]
+    if relative:
+        raise InvalidJobInput(f"inputs must be resolved to absolute paths: {relative[:3]}")
+    return paths
+
+
+def _int(params: JsonObject, key: str, default: int, *, low: int, high: int) -> int:
+    value = params.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidJobInput(f"params.{key} must be an integer from {low} to {high}")
+    return value
+
+
+def _fraction(params: JsonObject, key: str, default: float) -> float:
+    value = params.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
+        raise InvalidJobInput(f"params.{key} must be a number from 0 to 1")
+    return float(value)
+
+
+def _bool(params: JsonObject, key: str, default: bool) -> bool:
+    value = params.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise InvalidJobInput(f"params.{key} must be true or false")
+    return value

@@ -1,0 +1,133 @@
+"""Weights files: fingerprint them and read what they are without running code from them.
+
+A `.pt` file is a pickle, and ultralytics unpickles with `weights_only=False` by default: loading
+an untrusted file runs whatever it carries. `inspect_checkpoint` always loads with ultralytics'
+restricted loader (`weights_only=True` plus an allow-list of model classes), whatever the
+environment says, so an imported file is inspected before anything loads it the ordinary way.
+Call `configure_ultralytics` before the first call (it imports ultralytics).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from yolo_orch.errors import YoloOrchError
+
+__all__ = [
+    "CheckpointInfo",
+    "InvalidWeights",
+    "ModelTampered",
+    "ResolvedWeights",
+    "inspect_checkpoint",
+    "sha256_file",
+]
+
+_CHUNK = 1 << 20
+
+
+class InvalidWeights(YoloOrchError):
+    """The file is not an ultralytics checkpoint this server can load safely."""
+
+    code = "invalid_weights"
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path.name} is not a usable YOLO checkpoint: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class ModelTampered(YoloOrchError):
+    """The file on disk no longer has the fingerprint recorded when it was imported."""
+
+    code = "model_tampered"
+
+    def __init__(self, path: Path, expected: str, actual: str) -> None:
+        super().__init__(
+            f"{path.name} changed since it was imported: sha256 {actual} instead of {expected}"
+        )
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+
+
+@dataclass(frozen=True)
+class ResolvedWeights:
+    """Where a model reference points: the file and the fingerprint it must still have."""
+
+    path: Path
+    sha256: str
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    task: str
+    """`detect`, `segment`, `classify`, `pose`, `obb`, ..."""
+    class_names: tuple[str, ...]
+    """Indexed by class id."""
+    architecture: str | None
+    """The model config it was built from (`yolo11n.yaml`), when the checkpoint records it."""
+    ultralytics_version: str | None
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def inspect_checkpoint(path: Path) -> CheckpointInfo:
+    """Load `path` once with the restricted loader and describe the model in it.
+
+    Raises `InvalidWeights` for anything that is not a loadable ultralytics model: a pickle that
+    references code outside the allow-list, random bytes, a text file, a plain tensor dict.
+    """
+    import torch
+    from ultralytics.nn.tasks import BaseModel, _SafeLoad, guess_model_task, torch_safe_load
+
+    if path.suffix.lower() != ".pt":
+        raise InvalidWeights(path, "the file name must end in .pt")
+    if not path.is_file():
+        # ultralytics would search GitHub for a missing .pt; never hand it one.
+        raise InvalidWeights(path, "no such file")
+    if not _SafeLoad.SUPPORTED:  # torch < 2.6: safe_only would silently load unrestricted
+        raise RuntimeError(f"torch {torch.__version__} cannot load checkpoints safely (needs 2.6+)")
+    try:
+        ckpt, _ = torch_safe_load(str(path), safe_only=True)  # type: ignore[no-untyped-call]
+    except Exception as e:  # a file from outside: every way it fails to load is a bad file
+        raise InvalidWeights(path, _first_line(e)) from e
+    if not isinstance(ckpt, dict):
+        raise InvalidWeights(path, f"holds a {type(ckpt).__name__}, not a checkpoint dict")
+    model: Any = ckpt.get("ema") or ckpt.get("model")
+    if not isinstance(model, BaseModel):
+        raise InvalidWeights(path, "holds no ultralytics model under 'model' or 'ema'")
+    task = getattr(model, "task", None) or guess_model_task(model)  # type: ignore[no-untyped-call]
+    yaml: Any = getattr(model, "yaml", None)
+    architecture = yaml.get("yaml_file") if isinstance(yaml, dict) else None
+    version = ckpt.get("version")
+    return CheckpointInfo(
+        task=str(task),
+        class_names=_class_names(path, getattr(model, "names", None)),
+        architecture=str(architecture) if architecture else None,
+        ultralytics_version=str(version) if version else None,
+    )
+
+
+def _class_names(path: Path, names: object) -> tuple[str, ...]:
+    if isinstance(names, list | tuple):
+        return tuple(str(n) for n in names)
+    if not isinstance(names, dict) or not names:
+        raise InvalidWeights(path, "the model has no class names")
+    if sorted(names) != list(range(len(names))):
+        raise InvalidWeights(path, "class ids are not 0..n-1")
+    return tuple(str(names[i]) for i in range(len(names)))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    message = text[0] if text else ""
+    return f"{type(e).__name__}: {message}" if message else type(e).__name__

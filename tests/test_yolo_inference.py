@@ -1,0 +1,285 @@
+"""The YOLO inference runner on the CPU, end to end, with a real (untrained) yolo11n checkpoint."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.yolo_fixtures import (
+    RecordingContext,
+    build_checkpoint,
+    ensure_ultralytics,
+    fixed_resolver,
+    make_images,
+    write_corrupt,
+)
+from yolo_orch.domain import Progress
+from yolo_orch.errors import InvalidJobInput, JobCancelled
+from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
+
+IMGSZ = 128  # small and quick; the images are 96-200 px wide
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> ResolvedWeights:
+    ensure_ultralytics(tmp_path_factory.getbasetemp())
+    path = build_checkpoint(tmp_path_factory.mktemp("weights") / "tiny.pt")
+    return ResolvedWeights(path, sha256_file(path))
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return make_images(tmp_path_factory.mktemp("images"), 3)
+
+
+@pytest.fixture
+def runner(weights: ResolvedWeights) -> YoloInferenceRunner:
+    return YoloInferenceRunner(fixed_resolver({"tiny": weights}), model_cache_size=2)
+
+
+def test_runs_images_reports_progress_and_isolates_a_corrupt_file(
+    runner: YoloInferenceRunner, images: list[Path], tmp_path: Path
+) -> None:
+    import cv2
+
+    corrupt = write_corrupt(tmp_path / "broken.jpg")
+    recorder = RecordingContext()
+    inputs = [images[0], corrupt, images[1], images[2]]
+
+    result = runner.run(recorder.context(tmp_path / "job", inputs, imgsz=IMGSZ, max_det=4))
+
+    assert recorder.progress == [Progress(i, 4, "images") for i in range(5)]
+    detail = result.detail["images"]
+    assert [entry["source"] for entry in detail] == [str(p) for p in inputs]
+    assert detail[1] == {"source": str(corrupt), "error": "cannot decode the file as an image"}
+    for entry, path in zip([detail[0], *detail[2:]], images, strict=True):
+        pixels = cv2.imread(str(path))
+        assert pixels is not None
+        height, width = pixels.shape[:2]
+        assert (entry["width"], entry["height"]) == (width, height)
+        assert 1 <= len(entry["detections"]) <= 4  # the head is biased to find class 0
+        for detection in entry["detections"]:
+            assert detection["class_id"] == 0
+            assert detection["class_name"] == "red"
+            assert 0.0 <= detection["confidence"] <= 1.0
+            box = detection["box"]
+            assert 0 <= box["x1"] <= box["x2"] <= width
+            assert 0 <= box["y1"] <= box["y2"] <= height
+    detections = sum(len(entry.get("detections", [])) for entry in detail)
+    assert result.summary == {"images": 4, "detections": detections, "failed_images": 1}
+    assert not (tmp_path / "job" / "artifacts").exists()
+
+
+def test_a_missing_file_fails_only_that_image(
+    runner: YoloInferenceRunner, images: list[Path], tmp_path: Path
+) -> None:
+    missing = tmp_path / "gone.jpg"
+
+    result = runner.run(RecordingContext().context(tmp_path, [missing, images[0]], imgsz=IMGSZ))
+
+    assert result.detail["images"][0]["error"].startswith("cannot read the file")
+    assert result.summary["failed_images"] == 1
+
+
+def test_thresholds_are_applied(
+    runner: YoloInferenceRunner, images: list[Path], tmp_path: Path
+) -> None:
+    strict = runner.run(RecordingContext().context(tmp_path, images, imgsz=IMGSZ, conf=0.999))
+    other_class = runner.run(RecordingContext().context(tmp_path, images, imgsz=IMGSZ, classes=[1]))
+
+    assert strict.summary["detections"] == 0
+    assert other_class.summary["detections"] == 0
+
+
+def test_cancel_stops_between_images(
+    runner: YoloInferenceRunner, weights: ResolvedWeights, images: list[Path], tmp_path: Path
+) -> None:
+    recorder = RecordingContext(cancel_after=1)
+
+    with pytest.raises(JobCancelled):
+        runner.run(recorder.context(tmp_path, images, imgsz=IMGSZ))
+
+    assert [p.done for p in recorder.progress] == [0, 1]
+    assert runner.cached_models("cpu") == [weights.sha256]  # the model is kept for the next job
+
+
+def test_the_second_job_reuses_the_loaded_model(
+    runner: YoloInferenceRunner, weights: ResolvedWeights, images: list[Path], tmp_path: Path
+) -> None:
+    assert runner.cached_models("cpu") == []
+
+    runner.run(RecordingContext().context(tmp_path, images[:1], imgsz=IMGSZ))
+    runner.run(RecordingContext().context(tmp_path, images[1:], imgsz=IMGSZ, conf=0.5))
+
+    assert runner.loads == 1
+    assert runner.cached_models("cpu") == [weights.sha256]
+
+
+def test_concurrent_jobs_never_share_an_instance(
+    runner: YoloInferenceRunner, weights: ResolvedWeights, images: list[Path], tmp_path: Path
+) -> None:
+    from ultralytics.models import YOLO
+
+    both_inside = threading.Barrier(2, timeout=30)
+    users: dict[int, set[int]] = {}
+    original = YOLO.predict
+
+    def tracking_predict(self: Any, *args: Any, **kwargs: Any) -> Any:
+        users.setdefault(id(self), set()).add(threading.get_ident())
+        return original(self, *args, **kwargs)
+
+    class Waiting(RecordingContext):
+        def should_cancel(self) -> bool:
+            if len(self.progress) == 1:  # both jobs hold a model before either predicts
+                both_inside.wait()
+            return False
+
+    errors: list[BaseException] = []
+
+    def job(name: str) -> None:
+        try:
+            runner.run(Waiting().context(tmp_path / name, images[:2], imgsz=IMGSZ))
+        except BaseException as e:
+            errors.append(e)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(YOLO, "predict", tracking_predict)
+        threads = [threading.Thread(target=job, args=(name,)) for name in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+
+    assert errors == []
+    assert runner.loads == 2
+    assert len(users) == 2
+    assert all(len(threads_using) == 1 for threads_using in users.values())
+    assert runner.cached_models("cpu") == [weights.sha256]  # one idle instance is kept
+
+
+def test_the_cache_is_bounded_and_least_recently_used_goes_first(
+    weights: ResolvedWeights, images: list[Path], tmp_path: Path
+) -> None:
+    other_path = build_checkpoint(tmp_path / "other.pt", class_names=("cat",))
+    other = ResolvedWeights(other_path, sha256_file(other_path))
+    runner = YoloInferenceRunner(fixed_resolver({"a": weights, "b": other}), model_cache_size=1)
+
+    for model in ("a", "b", "a"):
+        ctx = RecordingContext().context(tmp_path, images[:1], model=model, imgsz=IMGSZ)
+        runner.run(ctx)
+
+    assert runner.loads == 3
+    assert runner.cached_models("cpu") == [weights.sha256]
+
+
+def test_a_changed_weights_file_is_refused(images: list[Path], tmp_path: Path) -> None:
+    path = build_checkpoint(tmp_path / "tampered.pt")
+    expected = sha256_file(path)
+    with path.open("ab") as f:
+        f.write(b"\0")
+    runner = YoloInferenceRunner(fixed_resolver({"m": ResolvedWeights(path, expected)}))
+
+    with pytest.raises(ModelTampered) as caught:
+        runner.run(RecordingContext().context(tmp_path, images[:1], model="m", imgsz=IMGSZ))
+
+    assert caught.value.code == "model_tampered"
+    assert runner.loads == 0
+    assert runner.cached_models("cpu") == []
+
+
+def test_save_annotated_writes_jpegs_to_artifacts(
+    runner: YoloInferenceRunner, images: list[Path], tmp_path: Path
+) -> None:
+    import cv2
+
+    corrupt = write_corrupt(tmp_path / "broken.jpg")
+    ctx = RecordingContext().context(
+        tmp_path / "job", [*images, corrupt], imgsz=IMGSZ, save_annotated=True
+    )
+
+    result = runner.run(ctx)
+
+    artifacts = tmp_path / "job" / "artifacts"
+    names = sorted(p.name for p in artifacts.iterdir())
+    assert names == ["00000_img0.jpg", "00001_img1.jpg", "00002_img2.jpg"]  # no temp files left
+    for entry, name, source in zip(result.detail["images"], names, images, strict=False):
+        assert entry["annotated"] == name
+        annotated = cv2.imread(str(artifacts / name))
+        assert annotated is not None
+        original = cv2.imread(str(source))
+        assert original is not None
+        assert annotated.shape == original.shape
+
+
+def test_out_of_memory_drops_the_lane_cache(
+    runner: YoloInferenceRunner,
+    images: list[Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import torch
+    from ultralytics.models import YOLO
+
+    runner.run(RecordingContext().context(tmp_path, images[:1], imgsz=IMGSZ))
+    assert runner.cached_models("cpu") != []
+
+    def out_of_memory(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(YOLO, "predict", out_of_memory)
+
+    with pytest.raises(RuntimeError, match="out of memory") as caught:
+        runner.run(RecordingContext().context(tmp_path, images[:1], imgsz=IMGSZ))
+
+    assert not isinstance(caught.value, torch.cuda.OutOfMemoryError)
+    assert caught.value.args[0].startswith("CUDA out of memory: ")
+    assert runner.cached_models("cpu") == []
+
+
+@pytest.mark.parametrize(
+    ("spec_inputs", "params"),
+    [
+        ([], {}),
+        (["relative/image.jpg"], {}),
+        (None, {"imgsz": "big"}),
+        (None, {"conf": 1.5}),
+        (None, {"classes": ["person"]}),
+        (None, {"half": "yes"}),
+    ],
+)
+def test_unusable_input_is_refused_before_loading(
+    runner: YoloInferenceRunner,
+    images: list[Path],
+    tmp_path: Path,
+    spec_inputs: list[str] | None,
+    params: dict[str, Any],
+) -> None:
+    ctx = RecordingContext().context(tmp_path, images[:1], **params)
+    if spec_inputs is not None:
+        ctx.job.spec["inputs"] = spec_inputs
+
+    with pytest.raises(InvalidJobInput):
+        runner.run(ctx)
+
+    assert runner.loads == 0
+
+
+def test_a_model_copied_elsewhere_with_the_same_content_is_the_same_cache_entry(
+    runner: YoloInferenceRunner, weights: ResolvedWeights, images: list[Path], tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy.pt"
+    shutil.copyfile(weights.path, copy)
+    runner_two_refs = YoloInferenceRunner(
+        fixed_resolver({"a": weights, "b": ResolvedWeights(copy, weights.sha256)})
+    )
+
+    for model in ("a", "b"):
+        ctx = RecordingContext().context(tmp_path, images[:1], model=model, imgsz=IMGSZ)
+        runner_two_refs.run(ctx)
+
+    assert runner_two_refs.loads == 1

@@ -1,0 +1,151 @@
+"""Helpers for tests that run real ultralytics models on the CPU, offline and in seconds.
+
+- `ensure_ultralytics(base)`: `configure_ultralytics` once per process (it cannot be reconfigured),
+  in a folder under `base` the first time; later calls return that folder.
+- `build_checkpoint(path)`: a real ultralytics checkpoint of an untrained yolo11n, built from the
+  shipped `yolo11n.yaml` and written with `Model.save` (0.2 s; no training, no download). Its class
+  head is biased so that every image yields class-0 detections, which makes results predictable.
+- `make_images(folder, n)`: small JPEGs of noise with coloured rectangles; `write_corrupt(path)`.
+- `make_context(...)`: a `RunContext` whose progress calls are recorded.
+
+Importable from a subprocess too (put the repository root on `sys.path`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+CLASS_NAMES = ("red", "green", "blue")
+
+_configured: Path | None = None
+_lock = threading.Lock()
+
+
+def ensure_ultralytics(base: Path) -> Path:
+    """Configure ultralytics for this process (first call wins) and return its config folder."""
+    global _configured
+    from yolo_orch.runners.yolo_env import configure_ultralytics
+
+    with _lock:
+        if _configured is None:
+            config_dir = base / "ultralytics-config"
+            configure_ultralytics(config_dir)
+            _configured = config_dir
+        return _configured
+
+
+def build_checkpoint(path: Path, class_names: tuple[str, ...] = CLASS_NAMES) -> Path:
+    """Write an untrained yolo11n detection checkpoint with `class_names` to `path`."""
+    import torch
+    from ultralytics.models import YOLO
+    from ultralytics.nn.tasks import DetectionModel
+
+    net: Any = DetectionModel("yolo11n.yaml", nc=len(class_names), verbose=False)  # type: ignore[no-untyped-call]
+    net.names = dict(enumerate(class_names))
+    net.task = "detect"
+    head = net.model[-1]
+    with torch.no_grad():
+        for branch in head.cv3:  # class logits per stride: class 0 everywhere, nothing else
+            bias = branch[-1].bias
+            bias.fill_(-10.0)
+            bias[0] = 4.0
+    model = YOLO("yolo11n.yaml", task="detect")
+    model.model = net
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.save(path)
+    return path
+
+
+def make_images(folder: Path, n: int, seed: int = 0) -> list[Path]:
+    import cv2
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    sizes = [(120, 160), (150, 200), (128, 96), (240, 320)]
+    paths: list[Path] = []
+    for i in range(n):
+        height, width = sizes[i % len(sizes)]
+        image = rng.integers(0, 80, size=(height, width, 3), dtype=np.uint8)
+        for _ in range(2):
+            x1, y1 = int(rng.integers(0, width // 2)), int(rng.integers(0, height // 2))
+            x2, y2 = x1 + int(rng.integers(10, width // 2)), y1 + int(rng.integers(10, height // 2))
+            colour = tuple(int(c) for c in rng.integers(100, 256, size=3))
+            cv2.rectangle(image, (x1, y1), (x2, y2), colour, thickness=-1)
+        path = folder / f"img{i}.jpg"
+        if not cv2.imwrite(str(path), image):
+            raise RuntimeError(f"could not write {path}")
+        paths.append(path)
+    return paths
+
+
+def write_corrupt(path: Path) -> Path:
+    """A file named like a JPEG whose content is not an image."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\xff\xd8\xff\xe0 this is not really a jpeg " * 8)
+    return path
+
+
+class RecordingContext:
+    """Builds `RunContext`s and remembers what the runner reported."""
+
+    def __init__(self, cancel_after: int | None = None) -> None:
+        self.progress: list[Any] = []
+        self.cancel_after = cancel_after
+        """Ask for cancel once this many images are done."""
+
+    def report(self, progress: Any) -> None:
+        self.progress.append(progress)
+
+    def should_cancel(self) -> bool:
+        done = self.progress[-1].done if self.progress else 0
+        return self.cancel_after is not None and done >= self.cancel_after
+
+    def context(
+        self,
+        workdir: Path,
+        inputs: list[Path],
+        model: str = "tiny",
+        device: str = "cpu",
+        **params: Any,
+    ) -> Any:
+        from yolo_orch.domain import Job, JobKind, JobState
+        from yolo_orch.runners.base import RunContext
+
+        job = Job(
+            id="job-1",
+            seq=1,
+            kind=JobKind.INFERENCE,
+            state=JobState.RUNNING,
+            model=model,
+            spec={"inputs": [str(p) for p in inputs], "params": params},
+            priority=0,
+            gpus=1,
+            attempt=1,
+            max_attempts=3,
+            created_at=datetime.now(UTC),
+        )
+        return RunContext(
+            job=job,
+            devices=(device,),
+            workdir=workdir,
+            report_progress=self.report,
+            should_cancel=self.should_cancel,
+        )
+
+
+def fixed_resolver(weights: dict[str, Any]) -> Callable[[str], Any]:
+    """A `resolve_weights` over a dict of model ref -> `ResolvedWeights`."""
+    from yolo_orch.errors import ModelNotFound
+
+    def resolve(ref: str) -> Any:
+        try:
+            return weights[ref]
+        except KeyError:
+            raise ModelNotFound(ref) from None
+
+    return resolve
