@@ -26,7 +26,7 @@ def test_defaults_serve_on_a_fresh_machine() -> None:
     assert settings.data_dir == Path("./var")
     assert settings.sqlite_url == f"sqlite+aiosqlite:///{Path('var').resolve() / 'yolo-orch.db'}"
     assert (settings.host, settings.port) == ("127.0.0.1", 8000)
-    assert settings.runtime == "simulated"
+    assert settings.runtime == "auto"
     assert settings.lanes == []
     assert (settings.slots_per_lane, settings.sim_lanes, settings.max_attempts) == (1, 2, 3)
 

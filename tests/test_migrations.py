@@ -5,12 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from yolo_orch.store.migrate import current_revision, head_revision, upgrade_to_head
+from yolo_orch.store.migrate import (
+    alembic_config,
+    current_revision,
+    head_revision,
+    upgrade_to_head,
+)
 from yolo_orch.store.sqlite import sync_url
 from yolo_orch.store.tables import JobRow
 
@@ -27,7 +33,33 @@ def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
             assert compare_metadata(MigrationContext.configure(conn), JobRow.metadata) == []
     finally:
         engine.dispose()
-    assert current_revision(url) == head_revision() == "0001"
+    assert current_revision(url) == head_revision() == "0002"
+
+
+def test_0002_down_and_up_keeps_jobs_and_never_reuses_a_seq(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.sqlite'}"
+    command.upgrade(alembic_config(url), "0001")
+    engine = create_engine(sync_url(url), poolclass=NullPool)
+    insert = text(
+        "INSERT INTO jobs (id, kind, state, model, spec, priority, gpus, attempt, max_attempts,"
+        " devices, cancel_requested, created_at) VALUES"
+        " (:id, 'inference', 'queued', 'm', '{}', 0, 1, 0, 3, '[]', 0, 'now')"
+    )
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert, [{"id": "kept"}, {"id": "gone"}])
+            conn.execute(text("DELETE FROM jobs WHERE id = 'gone'"))
+
+        upgrade_to_head(url)
+        command.downgrade(alembic_config(url), "0001")
+        upgrade_to_head(url)
+
+        with engine.begin() as conn:
+            conn.execute(insert, {"id": "new"})
+            rows = conn.execute(text("SELECT id, seq FROM jobs ORDER BY seq")).all()
+    finally:
+        engine.dispose()
+    assert [tuple(row) for row in rows] == [("kept", 1), ("new", 3)]
 
 
 def test_upgrade_to_head_twice_is_harmless(tmp_path: Path) -> None:

@@ -131,9 +131,8 @@ def test_configure_is_idempotent_and_points_ultralytics_at_its_folder(
 ) -> None:
     config = ensure_ultralytics(tmp_path_factory.getbasetemp())
 
-    configure_ultralytics(config)  # the same folder again: nothing to do
-    with pytest.raises(RuntimeError, match="cannot be reconfigured"):
-        configure_ultralytics(tmp_path / "elsewhere")
+    assert configure_ultralytics(config) == config  # the same folder again: nothing to do
+    assert configure_ultralytics(tmp_path / "elsewhere") == config  # the first one stays
 
     from ultralytics.utils import SETTINGS
 

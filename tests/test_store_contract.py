@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +27,7 @@ from yolo_orch.errors import IdempotencyKeyReused, JobAlreadyFinished, JobNotFou
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.memory import InMemoryJobStore
 from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 ROOMY = 1_000
@@ -37,20 +38,25 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'db' / 'jobs.sqlite'}"
 
 
+@asynccontextmanager
+async def open_sqlite(url: str) -> AsyncIterator[SQLiteDatabase]:
+    db = SQLiteDatabase(url)
+    await db.open()
+    try:
+        yield db
+    finally:
+        await db.close()
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
-    job_store: JobStore
     if request.param == "memory":
-        job_store = InMemoryJobStore()
-    else:
-        url = sqlite_url(tmp_path)
-        await asyncio.to_thread(upgrade_to_head, url)
-        job_store = SQLiteJobStore(url)
-    await job_store.open()
-    try:
-        yield job_store
-    finally:
-        await job_store.close()
+        yield InMemoryJobStore()
+        return
+    url = sqlite_url(tmp_path)
+    await asyncio.to_thread(upgrade_to_head, url)
+    async with open_sqlite(url) as db:
+        yield SQLiteJobStore(db)
 
 
 def new_job(**changes: Any) -> NewJob:
@@ -371,9 +377,8 @@ async def test_check_writable_passes_on_a_healthy_store(store: JobStore) -> None
 async def test_sqlite_survives_500_concurrent_mixed_operations(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path)
     await asyncio.to_thread(upgrade_to_head, url)
-    store = SQLiteJobStore(url)
-    await store.open()
-    try:
+    async with open_sqlite(url) as db:
+        store = SQLiteJobStore(db)
         seeded = [await add(store) for _ in range(100)]
         operations = [
             *(store.create(new_job(), max_queued=ROOMY, now=T0) for _ in range(200)),
@@ -390,28 +395,22 @@ async def test_sqlite_survives_500_concurrent_mixed_operations(tmp_path: Path) -
             JobFilter(states=(JobState.RUNNING,)), limit=1_000, before_seq=None
         )
         assert {job.id for job in running_jobs.jobs} == {job.id for job in seeded}
-    finally:
-        await store.close()
 
 
 async def test_sqlite_data_survives_a_restart(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path)
     await asyncio.to_thread(upgrade_to_head, url)
-    before = SQLiteJobStore(url)
-    await before.open()
-    try:
+    async with open_sqlite(url) as db:
+        before = SQLiteJobStore(db)
         job = await running(before, idempotency_key="key", request_fingerprint="fp")
         await before.set_progress(job.id, Progress(1, 2, "image"))
         finished = await before.finish(
             job.id, Outcome(JobState.SUCCEEDED, result={"images": 2}), T0
         )
         queued = await add(before)
-    finally:
-        await before.close()
 
-    after = SQLiteJobStore(url)
-    await after.open()
-    try:
+    async with open_sqlite(url) as db:
+        after = SQLiteJobStore(db)
         assert await after.get(job.id) == finished
         assert await after.get(queued.id) == queued
         assert [job.id for job in await after.next_queued(limit=10)] == [queued.id]
@@ -419,6 +418,3 @@ async def test_sqlite_data_survives_a_restart(tmp_path: Path) -> None:
             new_job(idempotency_key="key", request_fingerprint="fp"), max_queued=ROOMY, now=T0
         )
         assert (again, created) == (finished, False)
-    finally:
-        await after.close()
-

@@ -55,8 +55,8 @@ def test_runs_images_reports_progress_and_isolates_a_corrupt_file(
 
     assert recorder.progress == [Progress(i, 4, "images") for i in range(5)]
     detail = result.detail["images"]
-    assert [entry["source"] for entry in detail] == [str(p) for p in inputs]
-    assert detail[1] == {"source": str(corrupt), "error": "cannot decode the file as an image"}
+    assert [entry["source"] for entry in detail] == [p.name for p in inputs]
+    assert detail[1] == {"source": corrupt.name, "error": "cannot decode the file as an image"}
     for entry, path in zip([detail[0], *detail[2:]], images, strict=True):
         pixels = cv2.imread(str(path))
         assert pixels is not None
@@ -245,7 +245,8 @@ def test_out_of_memory_drops_the_lane_cache(
     ("spec_inputs", "params"),
     [
         ([], {}),
-        (["relative/image.jpg"], {}),
+        ([{"path": "relative/image.jpg", "name": "image.jpg"}], {}),
+        (["/abs/but/not/a/dict.jpg"], {}),
         (None, {"imgsz": "big"}),
         (None, {"conf": 1.5}),
         (None, {"classes": ["person"]}),
@@ -256,12 +257,12 @@ def test_unusable_input_is_refused_before_loading(
     runner: YoloInferenceRunner,
     images: list[Path],
     tmp_path: Path,
-    spec_inputs: list[str] | None,
+    spec_inputs: list[Any] | None,
     params: dict[str, Any],
 ) -> None:
     ctx = RecordingContext().context(tmp_path, images[:1], **params)
     if spec_inputs is not None:
-        ctx.job.spec["inputs"] = spec_inputs
+        ctx.job.spec["files"] = spec_inputs
 
     with pytest.raises(InvalidJobInput):
         runner.run(ctx)

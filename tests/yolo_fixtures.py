@@ -1,6 +1,6 @@
 """Helpers for tests that run real ultralytics models on the CPU, offline and in seconds.
 
-- `ensure_ultralytics(base)`: `configure_ultralytics` once per process (it cannot be reconfigured),
+- `ensure_ultralytics(base)`: `configure_ultralytics` once per process (the first folder stays),
   in a folder under `base` the first time; later calls return that folder.
 - `build_checkpoint(path)`: a real ultralytics checkpoint of an untrained yolo11n, built from the
   shipped `yolo11n.yaml` and written with `Model.save` (0.2 s; no training, no download). Its class
@@ -13,7 +13,6 @@ Importable from a subprocess too (put the repository root on `sys.path`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,21 +20,12 @@ from typing import Any
 
 CLASS_NAMES = ("red", "green", "blue")
 
-_configured: Path | None = None
-_lock = threading.Lock()
-
 
 def ensure_ultralytics(base: Path) -> Path:
     """Configure ultralytics for this process (first call wins) and return its config folder."""
-    global _configured
     from yolo_orch.runners.yolo_env import configure_ultralytics
 
-    with _lock:
-        if _configured is None:
-            config_dir = base / "ultralytics-config"
-            configure_ultralytics(config_dir)
-            _configured = config_dir
-        return _configured
+    return configure_ultralytics(base / "ultralytics-config")
 
 
 def build_checkpoint(path: Path, class_names: tuple[str, ...] = CLASS_NAMES) -> Path:
@@ -122,7 +112,11 @@ class RecordingContext:
             kind=JobKind.INFERENCE,
             state=JobState.RUNNING,
             model=model,
-            spec={"inputs": [str(p) for p in inputs], "params": params},
+            spec={
+                "inputs": [p.name for p in inputs],
+                "files": [{"path": str(p), "name": p.name} for p in inputs],
+                "params": params,
+            },
             priority=0,
             gpus=1,
             attempt=1,

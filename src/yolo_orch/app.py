@@ -6,27 +6,32 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 
 import anyio.to_thread
 from fastapi import FastAPI
 
 from yolo_orch import __version__
 from yolo_orch.admission import Lanes
-from yolo_orch.api import health, jobs
+from yolo_orch.api import devices, health, jobs, models
 from yolo_orch.api.deps import Services
+from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.executor import ThreadExecutor
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
+from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
 from yolo_orch.service import JobService
 from yolo_orch.store import migrate
-from yolo_orch.store.base import JobStore
-from yolo_orch.store.memory import InMemoryJobStore
-from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.base import JobStore, ModelStore
+from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
+from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
+from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.weights import CheckpointInfo
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +52,14 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         lifespan=lifespan,
     )
     install_problem_handlers(app)
-    app.include_router(jobs.router)
-    app.include_router(health.router)
+    for router in (jobs.router, models.router, devices.router, health.router):
+        app.include_router(router)
+    app.add_middleware(
+        BodyLimits,
+        max_request_bytes=settings.max_request_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+        upload_routes=[("POST", "/v1/jobs/inference"), ("POST", "/v1/models")],
+    )
     return app
 
 
@@ -57,10 +68,11 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     lock.acquire()
     stack.callback(lock.release)
 
-    store, migrations_at_head = await _open_store(settings)
-    stack.push_async_callback(store.close)
+    store, model_store, migrations_at_head = await _open_stores(settings, stack)
+    models = ModelRegistry(model_store, settings.models_dir, settings.model_roots, _inspect)
 
-    runtime = runtime or build_runtime(settings)
+    if runtime is None:
+        runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
     lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
     files = JobFiles(settings.jobs_dir)
     dispatcher = Dispatcher(store, lanes, ThreadExecutor(runtime, lanes.total_slots), files)
@@ -68,10 +80,13 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         store,
         dispatcher,
         runtime,
+        models,
         files,
         lane_count=len(lanes),
         total_slots=lanes.total_slots,
         max_queued=settings.max_queued,
+        data_roots=settings.data_roots,
+        max_files_per_job=settings.max_files_per_job,
     )
     await dispatcher.recover()
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
@@ -91,6 +106,9 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     return Services(
         settings=settings,
         store=store,
+        models=models,
+        runtime=runtime,
+        files=files,
         lanes=lanes,
         dispatcher=dispatcher,
         jobs=service,
@@ -98,23 +116,32 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     )
 
 
-async def _open_store(settings: Settings) -> tuple[JobStore, Callable[[], bool]]:
-    store: JobStore
+async def _open_stores(
+    settings: Settings, stack: AsyncExitStack
+) -> tuple[JobStore, ModelStore, Callable[[], bool]]:
+    """The job and model stores on one shared database, closed once by `stack`."""
     if settings.database_url == MEMORY_DATABASE_URL:
-        store = InMemoryJobStore()
-        await store.open()
-        return store, lambda: True
+        memory = InMemoryDatabase()
+        return InMemoryJobStore(memory), InMemoryModelStore(memory), lambda: True
     url = settings.sqlite_url
     await anyio.to_thread.run_sync(migrate.upgrade_to_head, url)
-    store = SQLiteJobStore(url)
-    await store.open()
+    db = SQLiteDatabase(url)
+    await db.open()
+    stack.push_async_callback(db.close)
     head = migrate.head_revision()
-    return store, lambda: migrate.current_revision(url) == head
+    return SQLiteJobStore(db), SQLiteModelStore(db), lambda: migrate.current_revision(url) == head
 
 
-def build_runtime(settings: Settings) -> Runtime:
+def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
+    """Blocking: the real runtime imports torch and ultralytics."""
     if settings.runtime == "simulated":
         return SimulatedRuntime(settings.sim_lanes)
-    raise NotImplementedError(
-        'runtime "auto" (real YOLO runners) is not available yet; use runtime = "simulated"'
-    )
+    from yolo_orch.runners.yolo import UltralyticsRuntime
+
+    return UltralyticsRuntime(models, settings.data_dir / "ultralytics", settings.model_cache_size)
+
+
+def _inspect(path: Path) -> CheckpointInfo:
+    from yolo_orch.weights import inspect_checkpoint  # imports torch: only when importing weights
+
+    return inspect_checkpoint(path)

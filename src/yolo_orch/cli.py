@@ -42,6 +42,7 @@ class DrainingServer(uvicorn.Server):
         self._app = app
         self._settings = settings
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
@@ -49,10 +50,11 @@ class DrainingServer(uvicorn.Server):
         await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self._drain_task is not None or self._loop is None or not self.started:
+        if self._draining or self._loop is None or not self.started:
             self.should_exit = True
-            self.force_exit = self._drain_task is not None
+            self.force_exit = self._draining
             return
+        self._draining = True
         log.info(
             "signal %s: draining for up to %ss",
             signal.Signals(sig).name,
@@ -61,7 +63,7 @@ class DrainingServer(uvicorn.Server):
         self._loop.call_soon_threadsafe(self._begin_drain)
 
     def _begin_drain(self) -> None:
-        self._drain_task = asyncio.create_task(self._drain())
+        self._drain_task = asyncio.create_task(self._drain())  # kept: the loop holds weak refs
 
     async def _drain(self) -> None:
         services: Services = self._app.state.services

@@ -40,9 +40,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     runtime: Literal["auto", "simulated"] = Field(
-        default="simulated",
-        description='"simulated" runs fake jobs on `sim_lanes` lanes; "auto" detects the host\'s '
-        "GPUs.",
+        default="auto",
+        description='"auto": ultralytics on the GPUs this host has (else its CPU); "simulated": '
+        "fake jobs on `sim_lanes` lanes.",
     )
     lanes: list[str] = Field(
         default_factory=list, description="Explicit lane list (cuda:0, cpu, ...); empty = detect."
@@ -55,6 +55,22 @@ class Settings(BaseSettings):
     )
     shutdown_grace_s: float = Field(
         default=30.0, ge=0, description="Time running jobs get to finish on SIGTERM."
+    )
+    data_roots: list[Path] = Field(
+        default_factory=list, description="Folders whose files jobs may read (images, datasets)."
+    )
+    model_roots: list[Path] = Field(
+        default_factory=list, description="Folders whose .pt files may be imported by path."
+    )
+    model_cache_size: int = Field(
+        default=2, ge=0, description="Loaded models each lane keeps warm (LRU)."
+    )
+    max_files_per_job: int = Field(default=1000, ge=1, description="Images one job may name.")
+    max_request_bytes: int = Field(
+        default=1 << 20, ge=1024, description="Largest JSON request body (413 beyond)."
+    )
+    max_upload_bytes: int = Field(
+        default=1 << 30, ge=1024, description="Largest upload: images of one job, or weights."
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -74,6 +90,10 @@ class Settings(BaseSettings):
     @property
     def jobs_dir(self) -> Path:
         return self.data_dir / "jobs"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
 
     @classmethod
     def settings_customise_sources(

@@ -53,6 +53,10 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._runs: dict[str, _Run] = {}
         self._stopping = False
+        self._admitting = asyncio.Lock()
+        self._suspects: set[str] = set()
+        """Jobs that were running when the server last died: each runs alone once, so a job
+        that kills the server takes no innocent neighbour's attempts with it."""
         self.abandoned = 0
         """Runs left behind by `drain`; their worker threads may still be going."""
 
@@ -65,6 +69,7 @@ class Dispatcher:
         changed = await self._store.recover(utcnow())
         for job in changed:
             log.warning("recovered job %s after a stop: now %s", job.id, job.state)
+        self._suspects = {job.id for job in changed if job.state is JobState.QUEUED}
         return changed
 
     def wake(self) -> None:
@@ -80,7 +85,8 @@ class Dispatcher:
         while not self._stopping:
             self._wakeup.clear()
             try:
-                await self._admit_waiting()
+                async with self._admitting:
+                    await self._admit_waiting()
             except Exception:
                 log.exception("admission pass failed; retrying")
                 await asyncio.sleep(self._retry_delay_s)
@@ -94,13 +100,13 @@ class Dispatcher:
         """
         self._stopping = True
         self.wake()
-        tasks = [run.task for run in self._runs.values() if run.task is not None]
-        if not tasks:
+        async with self._admitting:  # let a pass that is starting a job finish starting it
+            runs = {run.task: run for run in self._runs.values() if run.task is not None}
+        if not runs:
             return
-        _, pending = await asyncio.wait(tasks, timeout=grace_s)
-        for run in self._runs.values():
-            run.cancel.set()  # cooperative runners stop soon; their outcome is not recorded
+        _, pending = await asyncio.wait(runs, timeout=grace_s)
         for task in pending:
+            runs[task].cancel.set()  # cooperative runners stop soon; the outcome is not recorded
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         self.abandoned += len(pending)
@@ -114,8 +120,12 @@ class Dispatcher:
             window = 2 * self._lanes.total_slots + len(self._lanes)
             reserved: set[str] = set()
             for job in await self._store.next_queued(window):
+                if self._stopping or self._suspects & self._runs.keys():
+                    return
                 if len(reserved) == len(self._lanes) or self._lanes.free_slots == 0:
                     return
+                if job.id in self._suspects and self._runs:
+                    return  # it waits for the lanes to empty, and nothing behind it starts
                 lanes = await self._lanes.try_admit(job.id, job.gpus, reserved)
                 if lanes is None:
                     reserved |= self._lanes.lanes_to_hold(job.gpus, reserved)
@@ -138,6 +148,7 @@ class Dispatcher:
 
     def _forget(self, run: _Run, lanes: tuple[Lane, ...]) -> None:
         self._runs.pop(run.job_id, None)
+        self._suspects.discard(run.job_id)
         self._lanes.release(run.job_id, lanes)
         self.wake()
 

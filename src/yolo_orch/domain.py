@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -72,7 +73,7 @@ class JobError:
 
 @dataclass(frozen=True)
 class NewJob:
-    """What a client asked for, validated, before the store gives it an id."""
+    """What a client asked for, validated, before the store keeps it."""
 
     kind: JobKind
     model: str
@@ -84,6 +85,11 @@ class NewJob:
     max_attempts: int = 3
     idempotency_key: str | None = None
     request_fingerprint: str | None = None
+    model_id: str | None = None
+    """The registry model the job runs (None for models a runtime provides itself, like
+    `sim`). The store refuses the job if that model is gone or unusable."""
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    """Chosen before the store keeps the job, so that uploaded inputs can go to its folder."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ class Job:
     finished_at: datetime | None = None
     idempotency_key: str | None = None
     request_fingerprint: str | None = None
+    model_id: str | None = None
 
     @property
     def params(self) -> JsonObject:
@@ -137,6 +144,36 @@ class JobResult:
 
     summary: JsonObject
     detail: JsonObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NewModel:
+    """Fingerprinted weights, already in the models folder, about to be registered."""
+
+    name: str
+    sha256: str
+    size_bytes: int
+    task: str
+    class_names: tuple[str, ...]
+    source: str
+    """Where the bytes came from: `upload`, `path:<absolute path>` or `training:<job id>`."""
+    file_name: str
+    """The file's name inside `{data_dir}/models/`."""
+
+
+@dataclass(frozen=True)
+class Model:
+    id: str
+    name: str
+    sha256: str
+    size_bytes: int
+    task: str
+    class_names: tuple[str, ...]
+    source: str
+    file_name: str
+    created_at: datetime
+    usable: bool = True
+    """False once its file no longer matched its fingerprint at load time."""
 
 
 def after_interruption(job: Job) -> tuple[JobState, JobError | None]:

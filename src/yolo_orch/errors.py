@@ -20,6 +20,24 @@ class JobNotFound(YoloOrchError):
         self.job_id = job_id
 
 
+class ModelUnusable(YoloOrchError):
+    code = "model_unusable"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"model {model!r} is unusable: its file no longer matches its fingerprint; "
+            "delete it and import it again"
+        )
+        self.model = model
+
+
+class ArtifactNotFound(YoloOrchError):
+    code = "artifact_not_found"
+
+    def __init__(self, job_id: str, name: str) -> None:
+        super().__init__(f"job {job_id} has no artifact named {name!r}")
+
+
 class ModelNotFound(YoloOrchError):
     code = "model_not_found"
 
@@ -62,6 +80,18 @@ class PathOutsideRoots(YoloOrchError):
     def __init__(self, path: str, why: str) -> None:
         super().__init__(f"{path!r} is refused: {why}")
         self.path = path
+
+
+class BodyTooLarge(YoloOrchError):
+    code = "body_too_large"
+
+    def __init__(self, limit: int, what: str = "the request body") -> None:
+        super().__init__(f"{what} is larger than the {limit} bytes allowed")
+        self.limit = limit
+
+
+class UnsupportedMediaType(YoloOrchError):
+    code = "unsupported_media_type"
 
 
 class InvalidCursor(YoloOrchError):

@@ -36,7 +36,7 @@ def resolve_inputs(patterns: Sequence[str], roots: Sequence[Path], max_files: in
 
 
 def _expand(pattern: str, roots: list[Path]) -> list[Path]:
-    _check_relative(pattern)
+    check_relative(pattern)
     for root in roots:
         if _is_glob(pattern):
             candidates = sorted(
@@ -53,7 +53,7 @@ def _expand(pattern: str, roots: list[Path]) -> list[Path]:
     raise InvalidJob(f"{pattern!r} matches no file under the data roots", code="input_not_found")
 
 
-def _check_relative(pattern: str) -> None:
+def check_relative(pattern: str) -> None:
     if "\x00" in pattern:
         raise PathOutsideRoots(pattern, "it contains a NUL byte")
     if pattern.startswith(("/", "\\", "~")) or PurePosixPath(pattern).is_absolute():

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 RESULT_FILE = "result.json"
+ARTIFACTS_DIR = "artifacts"
+INPUTS_DIR = "inputs"
 
 
 class JobFiles:
@@ -17,6 +19,26 @@ class JobFiles:
 
     def workdir(self, job_id: str) -> Path:
         return self.root / job_id
+
+    def inputs_dir(self, job_id: str) -> Path:
+        return self.workdir(job_id) / INPUTS_DIR
+
+    def artifacts(self, job_id: str) -> list[tuple[str, int]]:
+        """Names and sizes of the files a job produced, for clients to fetch."""
+        folder = self.workdir(job_id) / ARTIFACTS_DIR
+        if not folder.is_dir():
+            return []
+        return sorted(
+            (path.name, path.stat().st_size)
+            for path in folder.iterdir()
+            if path.is_file() and not path.name.startswith(".")
+        )
+
+    def artifact_path(self, job_id: str, name: str) -> Path | None:
+        if "/" in name or "\\" in name or name.startswith("."):
+            return None
+        path = self.workdir(job_id) / ARTIFACTS_DIR / name
+        return path if path.is_file() else None
 
     def result_path(self, job_id: str) -> Path:
         return self.workdir(job_id) / RESULT_FILE

@@ -4,27 +4,30 @@ dispatcher. Knows nothing of HTTP."""
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from statistics import fmean
-from typing import Protocol
 
 import anyio.to_thread
 
 from yolo_orch.clock import utcnow
 from yolo_orch.dispatcher import Dispatcher
-from yolo_orch.domain import Job, JobFilter, JobState, NewJob, Page
+from yolo_orch.domain import Job, JobFilter, JobKind, JobState, NewJob, Page
 from yolo_orch.errors import (
+    ArtifactNotFound,
     InvalidJob,
-    ModelNotFound,
+    ModelUnusable,
     QueueFull,
     ResultNotReady,
     ShuttingDown,
 )
+from yolo_orch.inputs import resolve_inputs
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.models import ModelRegistry
+from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
-
-
-class ModelCatalog(Protocol):
-    def has_model(self, model: str) -> bool: ...
 
 
 class JobService:
@@ -32,20 +35,26 @@ class JobService:
         self,
         store: JobStore,
         dispatcher: Dispatcher,
-        models: ModelCatalog,
+        runtime: Runtime,
+        models: ModelRegistry,
         files: JobFiles,
         *,
         lane_count: int,
         total_slots: int,
         max_queued: int,
+        data_roots: Sequence[Path],
+        max_files_per_job: int,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
+        self._runtime = runtime
         self._models = models
         self._files = files
         self._lane_count = lane_count
         self._total_slots = total_slots
         self._max_queued = max_queued
+        self._data_roots = list(data_roots)
+        self._max_files = max_files_per_job
         self.draining = False
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -61,8 +70,12 @@ class JobService:
                 f"the job asks for {new.gpus} GPUs; this host has {self._lane_count} lane(s)",
                 code="too_many_gpus",
             )
-        if not self._models.has_model(new.model):
-            raise ModelNotFound(new.model)
+        if not self._runtime.supports(new.kind):
+            raise InvalidJob(
+                f"the {self._runtime.name} runtime does not run {new.kind} jobs yet",
+                code="unsupported_kind",
+            )
+        new = await self._with_model_and_files(new)
         try:
             job, created = await self._store.create(new, max_queued=self._max_queued, now=utcnow())
         except QueueFull:
@@ -70,6 +83,25 @@ class JobService:
         if created:
             self._dispatcher.wake()
         return job, created
+
+    async def _with_model_and_files(self, new: NewJob) -> NewJob:
+        """Refuse at once what could only fail later: a model this host does not have, inputs
+        that name no readable file under the data roots."""
+        if self._runtime.has_model(new.model):  # e.g. `sim`: inputs are only names
+            files = [{"path": name, "name": name} for name in new.spec.get("inputs", [])]
+            return replace(new, spec={**new.spec, "files": files})
+        model = await self._models.get(new.model)
+        if not model.usable:
+            raise ModelUnusable(new.model)
+        if new.kind is JobKind.INFERENCE and "files" not in new.spec:
+            paths = await anyio.to_thread.run_sync(
+                resolve_inputs, new.spec["inputs"], self._data_roots, self._max_files
+            )
+            files = [
+                {"path": str(path), "name": _display_name(path, self._data_roots)} for path in paths
+            ]
+            new = replace(new, spec={**new.spec, "files": files})
+        return replace(new, model_id=model.id)
 
     async def get(self, job_id: str) -> Job:
         return await self._store.get(job_id)
@@ -91,8 +123,28 @@ class JobService:
             raise ResultNotReady(job_id, job.state)
         return await anyio.to_thread.run_sync(self._files.read_result, job_id)
 
+    async def artifacts(self, job_id: str) -> list[tuple[str, int]]:
+        await self._store.get(job_id)  # unknown job: 404, not an empty list
+        return await anyio.to_thread.run_sync(self._files.artifacts, job_id)
+
+    async def artifact(self, job_id: str, name: str) -> Path:
+        await self._store.get(job_id)
+        path = await anyio.to_thread.run_sync(self._files.artifact_path, job_id, name)
+        if path is None:
+            raise ArtifactNotFound(job_id, name)
+        return path
+
     async def _retry_after_s(self) -> int:
         """A queue place opens each time a job starts: about one mean run time per slot."""
         durations = await self._store.recent_durations(20)
         mean = fmean(durations) if durations else 1.0
         return max(1, min(3600, math.ceil(mean / self._total_slots)))
+
+
+def _display_name(path: Path, roots: Sequence[Path]) -> str:
+    """The file as the client named it: relative to its data root, never a server path."""
+    for root in roots:
+        real_root = Path(os.path.realpath(root))
+        if path.is_relative_to(real_root):
+            return str(path.relative_to(real_root))
+    return path.name

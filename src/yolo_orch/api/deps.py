@@ -11,6 +11,9 @@ from fastapi import Depends, Request
 from yolo_orch.admission import Lanes
 from yolo_orch.config import Settings
 from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.jobfiles import JobFiles
+from yolo_orch.models import ModelRegistry
+from yolo_orch.runners.base import Runtime
 from yolo_orch.service import JobService
 from yolo_orch.store.base import JobStore
 
@@ -19,6 +22,9 @@ from yolo_orch.store.base import JobStore
 class Services:
     settings: Settings
     store: JobStore
+    models: ModelRegistry
+    runtime: Runtime
+    files: JobFiles
     lanes: Lanes
     dispatcher: Dispatcher
     jobs: JobService

@@ -7,6 +7,8 @@ import binascii
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response, status
+from fastapi.responses import FileResponse
+from pydantic import BaseModel
 
 from yolo_orch.api.deps import JobServiceDep, ServicesDep
 from yolo_orch.api.problems import problem_responses
@@ -99,6 +101,44 @@ async def cancel_job(job_id: JobId, jobs: JobServiceDep, response: Response) -> 
 )
 async def get_result(job_id: JobId, jobs: JobServiceDep) -> Response:
     return Response(await jobs.result(job_id), media_type="application/json")
+
+
+class ArtifactPublic(BaseModel):
+    name: str
+    size_bytes: int
+    url: str
+
+
+class ArtifactList(BaseModel):
+    artifacts: list[ArtifactPublic]
+
+
+@router.get(
+    "/{job_id}/artifacts",
+    response_model=ArtifactList,
+    summary="Files a job produced",
+    description="Annotated images, weights, `results.csv`, ...",
+    responses=problem_responses(404),
+)
+async def list_artifacts(job_id: JobId, jobs: JobServiceDep) -> ArtifactList:
+    return ArtifactList(
+        artifacts=[
+            ArtifactPublic(name=name, size_bytes=size, url=f"/v1/jobs/{job_id}/artifacts/{name}")
+            for name, size in await jobs.artifacts(job_id)
+        ]
+    )
+
+
+@router.get(
+    "/{job_id}/artifacts/{name}",
+    summary="Download one artifact",
+    response_class=FileResponse,
+    responses=problem_responses(404),
+)
+async def get_artifact(
+    job_id: JobId, name: Annotated[str, Path(max_length=255)], jobs: JobServiceDep
+) -> FileResponse:
+    return FileResponse(await jobs.artifact(job_id, name), filename=name)
 
 
 def _encode_cursor(seq: int | None) -> str | None:

@@ -22,15 +22,19 @@ PROBLEM_MEDIA_TYPE = "application/problem+json"
 _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.JobNotFound: 404,
     errors.ModelNotFound: 404,
+    errors.ArtifactNotFound: 404,
     errors.InvalidJob: 422,
     errors.InvalidCursor: 422,
     errors.PathOutsideRoots: 422,
     errors.ModelNameTaken: 409,
     errors.ModelInUse: 409,
+    errors.ModelUnusable: 409,
     errors.IdempotencyKeyReused: 422,
     errors.JobAlreadyFinished: 409,
     errors.ResultNotReady: 409,
     errors.QueueFull: 429,
+    errors.BodyTooLarge: 413,
+    errors.UnsupportedMediaType: 415,
     errors.ShuttingDown: 503,
 }
 
@@ -98,9 +102,14 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
+    code = _HTTP_CODES.get(exc.status_code) or HTTPStatus(exc.status_code).phrase.lower().replace(
+        " ", "_"
+    ).replace("-", "_")
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
     if exc.status_code == 404 and detail == "Not Found":
         detail = f"no route for {request.method} {request.url.path}"

@@ -37,8 +37,16 @@ class Runtime(Protocol):
 
     def lanes(self) -> list[str]: ...
 
+    def supports(self, kind: JobKind) -> bool:
+        """Jobs of other kinds are refused at submission."""
+        ...
+
     def runner(self, kind: JobKind) -> Runner: ...
 
     def has_model(self, model: str) -> bool:
         """Models this runtime provides itself, without the weights registry."""
+        ...
+
+    def cached_models(self, lane: str) -> list[str]:
+        """sha256s of the weights loaded on `lane`."""
         ...

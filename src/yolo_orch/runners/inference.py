@@ -137,7 +137,7 @@ class YoloInferenceRunner:
         device = ctx.devices[0]
         params = InferenceParams.from_job(ctx.job.params)
         sources = _inputs(ctx.job.spec)
-        weights = self._resolve_weights(ctx.job.model)
+        weights = self._resolve_weights(ctx.job.model_id or ctx.job.model)
         torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
         ctx.report_progress(Progress(0, len(sources), "images"))
         try:
@@ -160,7 +160,7 @@ class YoloInferenceRunner:
         model: YOLO,
         device: str,
         params: InferenceParams,
-        sources: list[Path],
+        sources: list[InputFile],
     ) -> JobResult:
         artifacts: Path | None = None
         if params.save_annotated:
@@ -300,24 +300,24 @@ def _predict_first(
 def _predict_one(
     model: YOLO,
     index: int,
-    source: Path,
+    source: InputFile,
     device: str,
     params: InferenceParams,
     artifacts: Path | None,
 ) -> JsonObject:
-    image = _decode(source)
+    image = _decode(source.path)
     if isinstance(image, str):
-        return {"source": str(source), "error": image}
+        return {"source": source.name, "error": image}
     result = _predict_first(model, image, device, params)
     height, width = image.shape[:2]
     entry: JsonObject = {
-        "source": str(source),
+        "source": source.name,
         "width": int(width),
         "height": int(height),
         "detections": _detections(result),
     }
     if artifacts is not None:
-        entry["annotated"] = _save_annotated(result, artifacts, index, source)
+        entry["annotated"] = _save_annotated(result, artifacts, index, source.path)
     return entry
 
 
@@ -376,15 +376,27 @@ def _save_annotated(result: Results, artifacts: Path, index: int, source: Path) 
     return name
 
 
-def _inputs(spec: JsonObject) -> list[Path]:
-    raw = spec.get("inputs")
-    if not isinstance(raw, list) or not raw or not all(isinstance(s, str) for s in raw):
-        raise InvalidJobInput("spec.inputs must be a non-empty list of image paths")
-    paths = [Path(s) for s in raw]
-    relative = [str(p) for p in paths if not p.is_absolute()]
-    if relative:
-        raise InvalidJobInput(f"inputs must be resolved to absolute paths: {relative[:3]}")
-    return paths
+@dataclass(frozen=True)
+class InputFile:
+    path: Path
+    """Absolute, resolved by the server at submission."""
+    name: str
+    """What the client called it; the result reports this, not server paths."""
+
+
+def _inputs(spec: JsonObject) -> list[InputFile]:
+    raw = spec.get("files")
+    if not isinstance(raw, list) or not raw:
+        raise InvalidJobInput("spec.files must be a non-empty list of resolved images")
+    files = []
+    for entry in raw:
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+            raise InvalidJobInput(f"spec.files entries need a path: {entry!r}")
+        path = Path(entry["path"])
+        if not path.is_absolute():
+            raise InvalidJobInput(f"spec.files must hold absolute paths: {str(path)!r}")
+        files.append(InputFile(path, str(entry.get("name", path.name))))
+    return files
 
 
 def _int(params: JsonObject, key: str, default: int, *, low: int, high: int) -> int:

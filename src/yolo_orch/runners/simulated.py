@@ -29,11 +29,17 @@ class SimulatedRuntime:
     def lanes(self) -> list[str]:
         return list(self._lanes)
 
+    def supports(self, kind: JobKind) -> bool:
+        return True
+
     def runner(self, kind: JobKind) -> Runner:
         return self._runner
 
     def has_model(self, model: str) -> bool:
         return model == SIM_MODEL
+
+    def cached_models(self, lane: str) -> list[str]:
+        return []
 
 
 class SimulatedRunner:

@@ -30,28 +30,24 @@ _lock = threading.Lock()
 _configured_dir: Path | None = None
 
 
-def configure_ultralytics(config_dir: Path) -> None:
+def configure_ultralytics(config_dir: Path) -> Path:
     """Point ultralytics at `config_dir`, switch off every network path, and import it.
 
-    Idempotent for the same `config_dir`. Raises `RuntimeError` when ultralytics was imported before
-    with a different environment (safe load or offline mode not in force), or when asked for a
-    second, different `config_dir`: ultralytics cannot be reconfigured inside one process.
+    Returns the folder in effect: ultralytics cannot be reconfigured inside one process, so a
+    later call keeps the first folder (a server process configures it once; tests that start
+    several apps share one). Raises `RuntimeError` when ultralytics was imported before with an
+    unsafe environment (safe load or offline mode not in force).
     """
     global _configured_dir
     config_dir = config_dir.expanduser().resolve()
     with _lock:
-        if _configured_dir is not None:
-            if _configured_dir != config_dir:
-                raise RuntimeError(
-                    f"ultralytics is already configured with {_configured_dir}; "
-                    f"it cannot be reconfigured with {config_dir} in the same process"
-                )
-            return
-        config_dir.mkdir(parents=True, exist_ok=True)
-        _set_environment(config_dir)
-        _install_fonts(config_dir / "Ultralytics")
-        _apply_settings(config_dir)
-        _configured_dir = config_dir
+        if _configured_dir is None:
+            config_dir.mkdir(parents=True, exist_ok=True)
+            _set_environment(config_dir)
+            _install_fonts(config_dir / "Ultralytics")
+            _apply_settings(config_dir)
+            _configured_dir = config_dir
+        return _configured_dir
 
 
 def _set_environment(config_dir: Path) -> None:

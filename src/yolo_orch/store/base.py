@@ -1,24 +1,20 @@
-"""The job store interface. The dispatcher and the API depend on this, never on a database."""
+"""The store interfaces. The dispatcher and the API depend on these, never on a database."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
 
-from yolo_orch.domain import Job, JobFilter, NewJob, Outcome, Page, Progress
+from yolo_orch.domain import Job, JobFilter, Model, NewJob, NewModel, Outcome, Page, Progress
 
 
 class JobStore(ABC):
     """Durable job records. Every method that changes a job is one committed write.
 
-    Implementations must be safe to call concurrently from many tasks of one event loop.
+    Implementations must be safe to call concurrently from many tasks of one event loop. The
+    database a store works on is opened and closed by its owner, not by the store, because the
+    job and model stores share it.
     """
-
-    async def open(self) -> None:  # noqa: B027 - optional hook
-        """Prepare connections; called once before use."""
-
-    async def close(self) -> None:  # noqa: B027 - optional hook
-        """Release connections; called once at shutdown."""
 
     @abstractmethod
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
@@ -26,7 +22,10 @@ class JobStore(ABC):
 
         If `new.idempotency_key` names an existing job, return that job with `False` instead
         (raising `IdempotencyKeyReused` when its request fingerprint differs). Raise
-        `QueueFull` without storing when `max_queued` jobs are already queued.
+        `ModelNotFound` when `new.model_id` names no usable model, and `QueueFull` when
+        `max_queued` jobs are already queued, storing nothing. The model check shares the
+        write with the insert, so a model deleted meanwhile cannot leave a job pointing at
+        nothing.
         """
 
     @abstractmethod
@@ -73,3 +72,42 @@ class JobStore(ABC):
 
     async def check_writable(self) -> None:  # noqa: B027 - optional hook
         """Raise if a write would fail now (used by readiness)."""
+
+
+class ModelStore(ABC):
+    """The weights registry's records; the files themselves are `weights.py`'s business.
+
+    Shares its database with the `JobStore`, so that a delete and a job submission cannot
+    interleave: each sees the other's committed write or none of it.
+    """
+
+    @abstractmethod
+    async def add(self, new: NewModel, now: datetime) -> tuple[Model, bool]:
+        """Register `new` and return it with `True`.
+
+        The same weights imported twice are one model: if `new.sha256` is registered already,
+        return that model with `False`, whatever its name. Raise `ModelNameTaken` if another
+        sha256 has `new.name`.
+        """
+
+    @abstractmethod
+    async def get(self, ref: str) -> Model:
+        """`ref` is an id or a name (clients know either). Raise `ModelNotFound` if unknown."""
+
+    @abstractmethod
+    async def list_models(self) -> list[Model]:
+        """Newest first."""
+
+    @abstractmethod
+    async def delete(self, ref: str) -> Model:
+        """Forget the model and return it, so the caller can remove its file.
+
+        Raise `ModelInUse` while queued or running jobs use it (they would fail for want of
+        it); finished jobs do not block, and lose their `model_id`. Raise `ModelNotFound` if
+        unknown.
+        """
+
+    @abstractmethod
+    async def mark_unusable(self, model_id: str) -> None:
+        """Refuse new jobs for a model whose file no longer matches its fingerprint; it stays
+        listed so that clients see why. Raise `ModelNotFound` for an unknown id."""

@@ -1,34 +1,66 @@
-"""A complete job store in memory: for fast tests and demos (`database_url = "memory://"`).
+"""Complete job and model stores in memory: for fast tests and demos
+(`database_url = "memory://"`).
 
-It keeps nothing across restarts; everything else behaves as the SQLite store does, which the
-shared contract tests check.
+They keep nothing across restarts; everything else behaves as the SQLite stores do, which the
+shared contract tests check. No method awaits between its reads and its writes, so each runs
+whole on the event loop: that is this store's transaction.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from yolo_orch.domain import (
     Job,
     JobFilter,
     JobState,
+    Model,
     NewJob,
+    NewModel,
     Outcome,
     Page,
     Progress,
     after_interruption,
 )
-from yolo_orch.errors import IdempotencyKeyReused, JobAlreadyFinished, JobNotFound, QueueFull
-from yolo_orch.store.base import JobStore
+from yolo_orch.errors import (
+    IdempotencyKeyReused,
+    JobAlreadyFinished,
+    JobNotFound,
+    ModelInUse,
+    ModelNameTaken,
+    ModelNotFound,
+    QueueFull,
+)
+from yolo_orch.store.base import JobStore, ModelStore
+
+
+@dataclass
+class InMemoryDatabase:
+    """What the two in-memory stores share, as the SQLite stores share one database: each
+    checks the other's records (a job's model, a model's jobs)."""
+
+    jobs: dict[str, Job] = field(default_factory=dict)
+    job_ids_by_key: dict[str, str] = field(default_factory=dict)
+    last_seq: int = 0
+    models: dict[str, Model] = field(default_factory=dict)
+    """By id, in registration order."""
+
+    def active_job_ids(self, model_id: str) -> list[str]:
+        """Queued or running jobs that use the model, in submission order."""
+        return [
+            job.id
+            for job in sorted(self.jobs.values(), key=lambda job: job.seq)
+            if job.model_id == model_id and not job.state.is_terminal
+        ]
 
 
 class InMemoryJobStore(JobStore):
-    def __init__(self) -> None:
-        self._jobs: dict[str, Job] = {}
-        self._by_key: dict[str, str] = {}
-        self._seq = 0
+    def __init__(self, db: InMemoryDatabase | None = None) -> None:
+        self._db = db if db is not None else InMemoryDatabase()
+        self._jobs = self._db.jobs
+        self._by_key = self._db.job_ids_by_key
 
     # Inspection helpers for tests.
     @property
@@ -41,12 +73,16 @@ class InMemoryJobStore(JobStore):
             if existing.request_fingerprint != new.request_fingerprint:
                 raise IdempotencyKeyReused(new.idempotency_key, existing.id)
             return existing, False
+        if new.model_id is not None:
+            model = self._db.models.get(new.model_id)
+            if model is None or not model.usable:
+                raise ModelNotFound(new.model_id)
         if await self.count_queued() >= max_queued:
             raise QueueFull(max_queued)
-        self._seq += 1
+        self._db.last_seq += 1
         job = Job(
-            id=str(uuid.uuid4()),
-            seq=self._seq,
+            id=new.id,
+            seq=self._db.last_seq,
             kind=new.kind,
             state=JobState.QUEUED,
             model=new.model,
@@ -58,6 +94,7 @@ class InMemoryJobStore(JobStore):
             created_at=now,
             idempotency_key=new.idempotency_key,
             request_fingerprint=new.request_fingerprint,
+            model_id=new.model_id,
         )
         self._jobs[job.id] = job
         if new.idempotency_key is not None:
@@ -164,3 +201,70 @@ class InMemoryJobStore(JobStore):
     def _put(self, job: Job) -> Job:
         self._jobs[job.id] = job
         return job
+
+
+class InMemoryModelStore(ModelStore):
+    def __init__(self, db: InMemoryDatabase | None = None) -> None:
+        self._db = db if db is not None else InMemoryDatabase()
+        self._models = self._db.models
+
+    # Inspection helpers for tests.
+    @property
+    def models(self) -> list[Model]:
+        """In registration order."""
+        return list(self._models.values())
+
+    async def add(self, new: NewModel, now: datetime) -> tuple[Model, bool]:
+        for model in self._models.values():
+            if model.sha256 == new.sha256:
+                return model, False
+        if any(model.name == new.name for model in self._models.values()):
+            raise ModelNameTaken(new.name)
+        model = Model(
+            id=str(uuid.uuid4()),
+            name=new.name,
+            sha256=new.sha256,
+            size_bytes=new.size_bytes,
+            task=new.task,
+            class_names=new.class_names,
+            source=new.source,
+            file_name=new.file_name,
+            created_at=now,
+        )
+        self._models[model.id] = model
+        return model, True
+
+    async def get(self, ref: str) -> Model:
+        return self._find(ref)
+
+    async def list_models(self) -> list[Model]:
+        # Stable sort: models registered at one instant stay newest first too.
+        newest_first = list(reversed(self._models.values()))
+        return sorted(newest_first, key=lambda model: model.created_at, reverse=True)
+
+    async def delete(self, ref: str) -> Model:
+        model = self._find(ref)
+        if users := self._db.active_job_ids(model.id):
+            raise ModelInUse(ref, users)
+        del self._models[model.id]
+        # As the SQLite foreign key does (ON DELETE SET NULL).
+        for job in list(self._db.jobs.values()):
+            if job.model_id == model.id:
+                self._db.jobs[job.id] = replace(job, model_id=None)
+        return model
+
+    async def mark_unusable(self, model_id: str) -> None:
+        try:
+            model = self._models[model_id]
+        except KeyError:
+            raise ModelNotFound(model_id) from None
+        self._models[model_id] = replace(model, usable=False)
+
+    def _find(self, ref: str) -> Model:
+        """By id first: an id is what a job or an earlier answer holds."""
+        if ref in self._models:
+            return self._models[ref]
+        for model in self._models.values():
+            if model.name == ref:
+                return model
+        raise ModelNotFound(ref)

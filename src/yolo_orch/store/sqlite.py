@@ -1,5 +1,6 @@
-"""The durable job store: SQLite in WAL mode through SQLAlchemy's async engine (aiosqlite).
+"""The durable stores: SQLite in WAL mode through SQLAlchemy's async engine (aiosqlite).
 
+One `SQLiteDatabase` serves both the job store (here) and the model store (`sqlite_models.py`).
 SQLite allows one writer at a time. Writes therefore queue on one `asyncio.Lock` in this
 process and each write transaction starts with `BEGIN IMMEDIATE`, so it takes the write lock
 before it reads anything: a read-then-write can never be refused half way with "database is
@@ -32,9 +33,15 @@ from yolo_orch.domain import (
     Progress,
     after_interruption,
 )
-from yolo_orch.errors import IdempotencyKeyReused, JobAlreadyFinished, JobNotFound, QueueFull
+from yolo_orch.errors import (
+    IdempotencyKeyReused,
+    JobAlreadyFinished,
+    JobNotFound,
+    ModelNotFound,
+    QueueFull,
+)
 from yolo_orch.store.base import JobStore
-from yolo_orch.store.tables import JobRow
+from yolo_orch.store.tables import JobRow, ModelRow
 
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -69,7 +76,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-def _shielded(
+def shielded(
     method: Callable[_P, Coroutine[Any, Any, _T]],
 ) -> Callable[_P, Coroutine[Any, Any, _T]]:
     """Run the operation to its end even if the caller is cancelled.
@@ -90,7 +97,10 @@ def _begin(conn: Connection) -> None:
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-class SQLiteJobStore(JobStore):
+class SQLiteDatabase:
+    """The engines, the in-process write lock and the transaction discipline, shared by the
+    stores so that all their writes queue on one lock."""
+
     def __init__(self, database_url: str) -> None:
         self._url = database_url
         self._engine: AsyncEngine | None = None
@@ -109,11 +119,49 @@ class SQLiteJobStore(JobStore):
             await self._engine.dispose()
         self._engine = self._writer = None
 
-    @_shielded
+    @shielded
+    async def check_writable(self) -> None:
+        """Take SQLite's write lock and let it go: fails on a read-only or locked database."""
+        async with self._write_lock, self._writer_engine().connect() as conn:
+            await conn.begin()
+            await conn.rollback()
+
+    @asynccontextmanager
+    async def reading(self) -> AsyncIterator[AsyncSession]:
+        async with AsyncSession(self._reader_engine(), expire_on_commit=False) as session:
+            yield session
+
+    @asynccontextmanager
+    async def writing(self) -> AsyncIterator[AsyncSession]:
+        """One write transaction: committed on success, rolled back on any exception."""
+        async with (
+            self._write_lock,
+            AsyncSession(self._writer_engine(), expire_on_commit=False) as session,
+            session.begin(),
+        ):
+            yield session
+
+    def _reader_engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError("SQLiteDatabase is not open; call open() first")
+        return self._engine
+
+    def _writer_engine(self) -> AsyncEngine:
+        if self._writer is None:
+            raise RuntimeError("SQLiteDatabase is not open; call open() first")
+        return self._writer
+
+
+class SQLiteJobStore(JobStore):
+    def __init__(self, db: SQLiteDatabase) -> None:
+        self._db = db
+
+    @shielded
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
-        # Key lookup, queue bound and insert share one write transaction: concurrent creates
-        # with one key make exactly one job, and the bound cannot be overshot.
-        async with self._writing() as session:
+        # Key lookup, model check, queue bound and insert share one write transaction:
+        # concurrent creates with one key make exactly one job, the bound cannot be overshot,
+        # and a model deleted at the same time is either still there or refuses the job.
+        async with self._db.writing() as session:
             if new.idempotency_key is not None:
                 existing = (
                     await session.exec(
@@ -124,6 +172,8 @@ class SQLiteJobStore(JobStore):
                     if existing.request_fingerprint != new.request_fingerprint:
                         raise IdempotencyKeyReused(new.idempotency_key, existing.id)
                     return existing.to_job(), False
+            if new.model_id is not None and not await _usable_model(session, new.model_id):
+                raise ModelNotFound(new.model_id)
             if await _count_queued(session) >= max_queued:
                 raise QueueFull(max_queued)
             row = JobRow.from_new(new, now)
@@ -131,12 +181,12 @@ class SQLiteJobStore(JobStore):
             await session.flush()
             return row.to_job(), True
 
-    @_shielded
+    @shielded
     async def get(self, job_id: str) -> Job:
-        async with self._reading() as session:
+        async with self._db.reading() as session:
             return (await _row(session, job_id)).to_job()
 
-    @_shielded
+    @shielded
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
         stmt = select(JobRow)
         if where.states:
@@ -147,13 +197,13 @@ class SQLiteJobStore(JobStore):
             stmt = stmt.where(col(JobRow.seq) < before_seq)
         # One row more than asked says whether another page exists.
         stmt = stmt.order_by(col(JobRow.seq).desc()).limit(limit + 1)
-        async with self._reading() as session:
+        async with self._db.reading() as session:
             rows = (await session.exec(stmt)).all()
         page = [row.to_job() for row in rows[:limit]]
         more = len(rows) > limit
         return Page(jobs=page, next_cursor=page[-1].seq if more and page else None)
 
-    @_shielded
+    @shielded
     async def next_queued(self, limit: int) -> list[Job]:
         stmt = (
             select(JobRow)
@@ -161,15 +211,15 @@ class SQLiteJobStore(JobStore):
             .order_by(col(JobRow.priority).desc(), col(JobRow.seq))
             .limit(limit)
         )
-        async with self._reading() as session:
+        async with self._db.reading() as session:
             return [row.to_job() for row in (await session.exec(stmt)).all()]
 
-    @_shielded
+    @shielded
     async def count_queued(self) -> int:
-        async with self._reading() as session:
+        async with self._db.reading() as session:
             return await _count_queued(session)
 
-    @_shielded
+    @shielded
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         stmt = (
             update(JobRow)
@@ -183,14 +233,14 @@ class SQLiteJobStore(JobStore):
             )
             .returning(JobRow)
         )
-        async with self._writing() as session:
+        async with self._db.writing() as session:
             row: JobRow | None = (await session.exec(stmt)).scalars().first()
             if row is None:
                 await _row(session, job_id)  # raises JobNotFound for an unknown id
                 return None
             return row.to_job()
 
-    @_shielded
+    @shielded
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         stmt = (
             update(JobRow)
@@ -198,14 +248,14 @@ class SQLiteJobStore(JobStore):
             .values(progress=progress.as_dict())
             .returning(col(JobRow.seq))
         )
-        async with self._writing() as session:
+        async with self._db.writing() as session:
             if (await session.exec(stmt)).first() is None:
                 await _row(session, job_id)  # raises JobNotFound for an unknown id
 
-    @_shielded
+    @shielded
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         # Read-check-write is safe: the IMMEDIATE transaction already holds the write lock.
-        async with self._writing() as session:
+        async with self._db.writing() as session:
             row = await _row(session, job_id)
             state = JobState(row.state)
             if state.is_terminal:
@@ -219,9 +269,9 @@ class SQLiteJobStore(JobStore):
             await session.flush()
             return row.to_job()
 
-    @_shielded
+    @shielded
     async def cancel(self, job_id: str, now: datetime) -> Job:
-        async with self._writing() as session:
+        async with self._db.writing() as session:
             row = await _row(session, job_id)
             state = JobState(row.state)
             if state.is_terminal:
@@ -233,10 +283,10 @@ class SQLiteJobStore(JobStore):
             await session.flush()
             return row.to_job()
 
-    @_shielded
+    @shielded
     async def recover(self, now: datetime) -> list[Job]:
         stmt = select(JobRow).where(col(JobRow.state) == JobState.RUNNING).order_by(col(JobRow.seq))
-        async with self._writing() as session:
+        async with self._db.writing() as session:
             rows = (await session.exec(stmt)).all()
             for row in rows:
                 state, error = after_interruption(row.to_job())
@@ -251,7 +301,7 @@ class SQLiteJobStore(JobStore):
             await session.flush()
             return [row.to_job() for row in rows]
 
-    @_shielded
+    @shielded
     async def recent_durations(self, limit: int) -> list[float]:
         stmt = (
             select(JobRow.started_at, JobRow.finished_at)
@@ -259,7 +309,7 @@ class SQLiteJobStore(JobStore):
             .order_by(col(JobRow.finished_at).desc(), col(JobRow.seq))
             .limit(limit)
         )
-        async with self._reading() as session:
+        async with self._db.reading() as session:
             rows = (await session.exec(stmt)).all()
         return [
             (finished - started).total_seconds()
@@ -267,37 +317,8 @@ class SQLiteJobStore(JobStore):
             if started is not None and finished is not None
         ]
 
-    @_shielded
     async def check_writable(self) -> None:
-        """Take SQLite's write lock and let it go: fails on a read-only or locked database."""
-        async with self._write_lock, self._writer_engine().connect() as conn:
-            await conn.begin()
-            await conn.rollback()
-
-    @asynccontextmanager
-    async def _reading(self) -> AsyncIterator[AsyncSession]:
-        async with AsyncSession(self._reader_engine(), expire_on_commit=False) as session:
-            yield session
-
-    @asynccontextmanager
-    async def _writing(self) -> AsyncIterator[AsyncSession]:
-        """One write transaction: committed on success, rolled back on any exception."""
-        async with (
-            self._write_lock,
-            AsyncSession(self._writer_engine(), expire_on_commit=False) as session,
-            session.begin(),
-        ):
-            yield session
-
-    def _reader_engine(self) -> AsyncEngine:
-        if self._engine is None:
-            raise RuntimeError("SQLiteJobStore is not open; call open() first")
-        return self._engine
-
-    def _writer_engine(self) -> AsyncEngine:
-        if self._writer is None:
-            raise RuntimeError("SQLiteJobStore is not open; call open() first")
-        return self._writer
+        await self._db.check_writable()
 
 
 async def _row(session: AsyncSession, job_id: str) -> JobRow:
@@ -310,3 +331,8 @@ async def _row(session: AsyncSession, job_id: str) -> JobRow:
 async def _count_queued(session: AsyncSession) -> int:
     stmt = select(func.count()).select_from(JobRow).where(col(JobRow.state) == JobState.QUEUED)
     return (await session.exec(stmt)).one()
+
+
+async def _usable_model(session: AsyncSession, model_id: str) -> bool:
+    stmt = select(ModelRow.id).where(col(ModelRow.id) == model_id, col(ModelRow.usable))
+    return (await session.exec(stmt)).first() is not None

@@ -1,4 +1,5 @@
-"""The `jobs` table. Rows are mapped to and from the domain `Job` here and nowhere else."""
+"""The `jobs` and `models` tables. Rows are mapped to and from the domain values here and nowhere
+else."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from yolo_orch.domain import (
     JobError,
     JobKind,
     JobState,
+    Model,
     NewJob,
+    NewModel,
     Progress,
 )
 
@@ -71,6 +74,11 @@ class JobRow(SQLModel, table=True):
     cancel_requested: bool = False
     idempotency_key: str | None = Field(default=None, unique=True, index=True)
     request_fingerprint: str | None = None
+    # SET NULL: deleting a model (refused while queued or running jobs use it) leaves the
+    # finished jobs that ran it, still naming it in `model`.
+    model_id: str | None = Field(
+        default=None, foreign_key="models.id", ondelete="SET NULL", index=True
+    )
     created_at: datetime = Field(sa_type=UTCDateTime)
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
@@ -79,7 +87,7 @@ class JobRow(SQLModel, table=True):
     def from_new(cls, new: NewJob, now: datetime) -> JobRow:
         """A queued job; `seq` is assigned by the database on insert."""
         return cls(
-            id=str(uuid.uuid4()),
+            id=new.id,
             kind=new.kind,
             state=JobState.QUEUED,
             model=new.model,
@@ -92,6 +100,7 @@ class JobRow(SQLModel, table=True):
             created_at=now,
             idempotency_key=new.idempotency_key,
             request_fingerprint=new.request_fingerprint,
+            model_id=new.model_id,
         )
 
     def set_progress(self, progress: Progress | None) -> None:
@@ -129,4 +138,48 @@ class JobRow(SQLModel, table=True):
             finished_at=self.finished_at,
             idempotency_key=self.idempotency_key,
             request_fingerprint=self.request_fingerprint,
+            model_id=self.model_id,
+        )
+
+
+class ModelRow(SQLModel, table=True):
+    __tablename__ = "models"
+
+    id: str = Field(primary_key=True)
+    name: str = Field(unique=True, index=True)
+    sha256: str = Field(unique=True, index=True)
+    size_bytes: int
+    task: str
+    class_names: list[str] = Field(sa_type=JSON)
+    source: str
+    file_name: str
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    usable: bool = True
+
+    @classmethod
+    def from_new(cls, new: NewModel, now: datetime) -> ModelRow:
+        return cls(
+            id=str(uuid.uuid4()),
+            name=new.name,
+            sha256=new.sha256,
+            size_bytes=new.size_bytes,
+            task=new.task,
+            class_names=list(new.class_names),
+            source=new.source,
+            file_name=new.file_name,
+            created_at=now,
+        )
+
+    def to_model(self) -> Model:
+        return Model(
+            id=self.id,
+            name=self.name,
+            sha256=self.sha256,
+            size_bytes=self.size_bytes,
+            task=self.task,
+            class_names=tuple(self.class_names),
+            source=self.source,
+            file_name=self.file_name,
+            created_at=self.created_at,
+            usable=self.usable,
         )

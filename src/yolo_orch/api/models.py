@@ -1,0 +1,176 @@
+"""/v1/models: the weights registry. Weights come in only through an import that fingerprints
+them and reads their metadata without running code from them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request, Response, UploadFile, status
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from yolo_orch.api.deps import ServicesDep
+from yolo_orch.api.problems import problem_responses
+from yolo_orch.domain import Model
+from yolo_orch.errors import InvalidJob, UnsupportedMediaType
+from yolo_orch.models import CHUNK_BYTES
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+ModelRef = Annotated[str, Path(description="The model's id or name.", max_length=200)]
+ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+class ModelImportFromPath(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(
+        min_length=1, max_length=4096, description="A .pt file, relative to a model root."
+    )
+    name: ModelName | None = Field(default=None, description="Default: the file's stem.")
+
+
+class ModelPublic(BaseModel):
+    id: str
+    name: str
+    sha256: str
+    size_bytes: int
+    task: str
+    class_names: list[str]
+    source: str
+    created_at: datetime
+    usable: bool
+
+    @classmethod
+    def of(cls, model: Model) -> ModelPublic:
+        return cls(
+            id=model.id,
+            name=model.name,
+            sha256=model.sha256,
+            size_bytes=model.size_bytes,
+            task=model.task,
+            class_names=list(model.class_names),
+            source=model.source,
+            created_at=model.created_at,
+            usable=model.usable,
+        )
+
+
+class ModelList(BaseModel):
+    models: list[ModelPublic]
+
+
+_IMPORT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary"},
+                        "name": {"type": "string", "description": "Default: the file's stem."},
+                    },
+                }
+            },
+            "application/json": {"schema": {"$ref": "#/components/schemas/ModelImportFromPath"}},
+        },
+    }
+}
+
+
+@router.post(
+    "",
+    response_model=ModelPublic,
+    status_code=status.HTTP_201_CREATED,
+    summary="Import weights",
+    description="Upload a `.pt` file (multipart, field `file`) or name one under a model root "
+    "(JSON `{path, name}`). The file is fingerprinted (SHA-256) and loaded once with code "
+    "execution off to read its task and class names. The same bytes imported again return the "
+    "existing model (200).",
+    responses={
+        200: {"model": ModelPublic, "description": "Already registered"},
+        **problem_responses(409, 413, 415, 422),
+    },
+    openapi_extra=_IMPORT_BODY,
+)
+async def import_model(request: Request, services: ServicesDep, response: Response) -> ModelPublic:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        try:
+            body = ModelImportFromPath.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise InvalidJob(_first_error(exc), code="invalid_request") from None
+        model, created = await services.models.import_path(body.path, name=body.name)
+    elif content_type == "multipart/form-data":
+        model, created = await _import_upload(request, services)
+    else:
+        raise UnsupportedMediaType(
+            "send multipart/form-data (field `file`) or application/json (`path`)"
+        )
+    if created:
+        response.headers["Location"] = f"/v1/models/{model.id}"
+    else:
+        response.status_code = status.HTTP_200_OK
+    return ModelPublic.of(model)
+
+
+@router.get("", response_model=ModelList, summary="List models, newest first")
+async def list_models(services: ServicesDep) -> ModelList:
+    return ModelList(models=[ModelPublic.of(m) for m in await services.models.list_models()])
+
+
+@router.get(
+    "/{ref}", response_model=ModelPublic, summary="Get a model", responses=problem_responses(404)
+)
+async def get_model(ref: ModelRef, services: ServicesDep) -> ModelPublic:
+    return ModelPublic.of(await services.models.get(ref))
+
+
+@router.delete(
+    "/{ref}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a model",
+    description="Refused (409) while queued or running jobs use it.",
+    responses=problem_responses(404, 409),
+)
+async def delete_model(ref: ModelRef, services: ServicesDep) -> Response:
+    await services.models.delete(ref)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+async def _import_upload(request: Request, services: ServicesDep) -> tuple[Model, bool]:
+    async with request.form(max_files=1, max_fields=4) as form:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise InvalidJob("the multipart body needs a `file` part", code="invalid_request")
+        raw_name = form.get("name")
+        name = raw_name if isinstance(raw_name, str) and raw_name else _stem(upload.filename)
+        try:
+            ModelImportFromPath(path="-", name=name)
+        except ValidationError as exc:
+            raise InvalidJob(_first_error(exc), code="invalid_request") from None
+        return await services.models.import_stream(
+            _chunks(upload),
+            name=name,
+            source="upload",
+            max_bytes=services.settings.max_upload_bytes,
+        )
+
+
+async def _chunks(upload: UploadFile) -> AsyncIterator[bytes]:
+    while chunk := await upload.read(CHUNK_BYTES):
+        yield chunk
+
+
+def _stem(filename: str | None) -> str:
+    base = (filename or "model.pt").replace("\\", "/").rsplit("/", 1)[-1]
+    return base.rsplit(".", 1)[0] or "model"
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])

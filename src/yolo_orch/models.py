@@ -1,0 +1,153 @@
+"""The weights registry: weights enter only through an import that fingerprints them (SHA-256)
+and reads their metadata without running code from them.
+
+Files live in `{data_dir}/models/{sha256}.pt`: one file per fingerprint, so importing the same
+bytes twice returns the model that already has them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+import anyio.to_thread
+
+from yolo_orch.clock import utcnow
+from yolo_orch.domain import Model, NewModel
+from yolo_orch.errors import BodyTooLarge, InvalidJob, ModelNotFound, PathOutsideRoots
+from yolo_orch.inputs import check_relative
+from yolo_orch.store.base import ModelStore
+from yolo_orch.weights import CheckpointInfo, ResolvedWeights
+
+CHUNK_BYTES = 1 << 20
+
+Inspect = Callable[[Path], CheckpointInfo]
+
+
+class ModelRegistry:
+    def __init__(
+        self,
+        store: ModelStore,
+        models_dir: Path,
+        model_roots: Sequence[Path],
+        inspect: Inspect,
+    ) -> None:
+        self._store = store
+        self._dir = models_dir
+        self._roots = [Path(os.path.realpath(root)) for root in model_roots]
+        self._inspect = inspect
+
+    async def import_stream(
+        self, chunks: AsyncIterator[bytes], *, name: str, source: str, max_bytes: int
+    ) -> tuple[Model, bool]:
+        """Import uploaded bytes; returns the model and whether it is new."""
+        staged = self._staging_path()
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with staged.open("wb") as file:
+                async for chunk in chunks:
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise BodyTooLarge(max_bytes, "the upload")
+                    digest.update(chunk)
+                    await anyio.to_thread.run_sync(file.write, chunk)
+                await anyio.to_thread.run_sync(_flush_and_sync, file)
+            return await self._register(staged, digest.hexdigest(), size, name, source)
+        finally:
+            staged.unlink(missing_ok=True)
+
+    async def import_path(self, relative: str, *, name: str | None) -> tuple[Model, bool]:
+        """Import a file under one of the `model_roots`, named relative to that root."""
+        check_relative(relative)
+        source = await anyio.to_thread.run_sync(self._find_in_roots, relative)
+        staged = self._staging_path()
+        try:
+            sha256, size = await anyio.to_thread.run_sync(_copy_hashing, source, staged)
+            return await self._register(staged, sha256, size, name or source.stem, f"path:{source}")
+        finally:
+            staged.unlink(missing_ok=True)
+
+    async def get(self, ref: str) -> Model:
+        return await self._store.get(ref)
+
+    async def list_models(self) -> list[Model]:
+        return await self._store.list_models()
+
+    async def delete(self, ref: str) -> Model:
+        model = await self._store.delete(ref)
+        await anyio.to_thread.run_sync(self.path_of(model).unlink, True)
+        return model
+
+    async def resolve(self, ref: str) -> ResolvedWeights:
+        """What a runner loads: the file and the fingerprint it must still have."""
+        model = await self._store.get(ref)
+        if not model.usable:
+            raise ModelNotFound(ref)
+        return ResolvedWeights(path=self.path_of(model), sha256=model.sha256)
+
+    async def mark_unusable(self, model_id: str) -> None:
+        await self._store.mark_unusable(model_id)
+
+    def path_of(self, model: Model) -> Path:
+        return self._dir / model.file_name
+
+    async def _register(
+        self, staged: Path, sha256: str, size: int, name: str, source: str
+    ) -> tuple[Model, bool]:
+        # Safe load: a pickle payload is refused here, and no code in the file ever runs.
+        info = await anyio.to_thread.run_sync(self._inspect, staged)
+        file_name = f"{sha256}.pt"
+        await anyio.to_thread.run_sync(os.replace, staged, self._dir / file_name)
+        new = NewModel(
+            name=name,
+            sha256=sha256,
+            size_bytes=size,
+            task=info.task,
+            class_names=info.class_names,
+            source=source,
+            file_name=file_name,
+        )
+        try:
+            return await self._store.add(new, utcnow())
+        except Exception:
+            # Nothing registered these bytes (a known sha256 returns its model instead).
+            (self._dir / file_name).unlink(missing_ok=True)
+            raise
+
+    def _staging_path(self) -> Path:
+        # ".pt": ultralytics decides how to load a file by its suffix.
+        self._dir.mkdir(parents=True, exist_ok=True)
+        return self._dir / f".incoming-{uuid.uuid4().hex}.pt"
+
+    def _find_in_roots(self, relative: str) -> Path:
+        if not self._roots:
+            raise InvalidJob("this server has no model_roots configured", code="no_model_roots")
+        for root in self._roots:
+            real = Path(os.path.realpath(root / relative))
+            if not real.is_relative_to(root):
+                raise PathOutsideRoots(relative, "it leads outside the model roots")
+            if real.is_file():
+                return real
+        raise InvalidJob(f"{relative!r} is not a file under the model roots", code="file_not_found")
+
+
+def _copy_hashing(source: Path, target: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with source.open("rb") as reader, target.open("wb") as writer:
+        while chunk := reader.read(CHUNK_BYTES):
+            digest.update(chunk)
+            writer.write(chunk)
+            size += len(chunk)
+        _flush_and_sync(writer)
+    return digest.hexdigest(), size
+
+
+def _flush_and_sync(file: BinaryIO) -> None:
+    file.flush()
+    os.fsync(file.fileno())

@@ -1,0 +1,67 @@
+"""The real runtime: ultralytics on this host's GPUs (or its CPU), weights from the registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio.from_thread
+
+from yolo_orch.domain import JobKind, JobResult
+from yolo_orch.models import ModelRegistry
+from yolo_orch.runners.base import RunContext, Runner
+from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.runners.yolo_env import configure_ultralytics
+from yolo_orch.weights import ModelTampered, ResolvedWeights
+
+
+def detect_lanes() -> list[str]:
+    """`cuda:0..N-1` when CUDA is available, else one `cpu` lane."""
+    import torch
+
+    if torch.cuda.is_available():
+        return [f"cuda:{index}" for index in range(torch.cuda.device_count())]
+    return ["cpu"]
+
+
+class UltralyticsRuntime:
+    name = "ultralytics"
+
+    def __init__(self, registry: ModelRegistry, config_dir: Path, model_cache_size: int) -> None:
+        configure_ultralytics(config_dir)  # before anything imports ultralytics
+        self._registry = registry
+        self.inference = YoloInferenceRunner(self._resolve_weights, model_cache_size)
+
+    def lanes(self) -> list[str]:
+        return detect_lanes()
+
+    def supports(self, kind: JobKind) -> bool:
+        return kind is JobKind.INFERENCE
+
+    def runner(self, kind: JobKind) -> Runner:
+        return _MarksTamperedModels(self.inference, self._registry)
+
+    def has_model(self, model: str) -> bool:
+        return False  # every model comes from the registry
+
+    def cached_models(self, lane: str) -> list[str]:
+        return self.inference.cached_models(lane)
+
+    def _resolve_weights(self, ref: str) -> ResolvedWeights:
+        # Runners run in worker threads; the registry lives on the event loop.
+        return anyio.from_thread.run(self._registry.resolve, ref)
+
+
+class _MarksTamperedModels:
+    """A model whose file no longer matches its fingerprint is never loaded again."""
+
+    def __init__(self, runner: Runner, registry: ModelRegistry) -> None:
+        self._runner = runner
+        self._registry = registry
+
+    def run(self, ctx: RunContext) -> JobResult:
+        try:
+            return self._runner.run(ctx)
+        except ModelTampered:
+            if ctx.job.model_id is not None:
+                anyio.from_thread.run(self._registry.mark_unusable, ctx.job.model_id)
+            raise

@@ -1,0 +1,102 @@
+"""SIGTERM / SIGINT: refuse new jobs, keep answering polls, let running jobs finish within the
+grace period, leave the rest for recovery at the next start, and exit 0."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.acceptance.conftest import (
+    ServerFactory,
+    db_job,
+    get_job,
+    list_all_jobs,
+    sim_inference,
+    sim_runs,
+    submit,
+    wait_for,
+    wait_terminal,
+)
+
+GRACE_S = 2.0
+SHORT_S = 1.0
+"""Ends well within the grace period."""
+LONG_S = 5.0
+"""Outlives the grace period; 100 steps, so the runner checks for cancel every 50 ms."""
+EXIT_SLACK_S = 4.0
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_drain_finishes_short_jobs_and_requeues_long_ones(
+    server_factory: ServerFactory, sig: signal.Signals
+) -> None:
+    server = server_factory(shutdown_grace_s=GRACE_S, sim_lanes=2)
+    server.start()
+    with server.client() as client:
+        short = submit(client, sim_inference("short.jpg", sim_seconds=SHORT_S, sim_steps=10))
+        long = submit(client, sim_inference("long.jpg", sim_seconds=LONG_S, sim_steps=100))
+        wait_for(
+            lambda: all(get_job(client, job["id"])["state"] == "running" for job in (short, long)),
+            timeout=5,
+            what="both jobs to run",
+        )
+
+        server.send(sig)
+        signalled = time.monotonic()
+
+        refused = client.post("/v1/jobs", json=sim_inference("too-late.jpg", sim_seconds=0.05))
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert refused.json()["code"] == "shutting_down"
+        assert refused.headers["Retry-After"]
+        assert get_job(client, long["id"])["state"] == "running"
+        # Polls keep working while the short job finishes.
+        done = wait_terminal(client, short["id"], timeout=GRACE_S + EXIT_SLACK_S)
+        assert done["state"] == "succeeded"
+        assert get_job(client, long["id"])["state"] == "running"
+
+    code = server.wait(timeout=GRACE_S + EXIT_SLACK_S)
+    stopped_after = time.monotonic() - signalled
+    assert code == 0
+    assert stopped_after < GRACE_S + EXIT_SLACK_S
+    assert stopped_after >= GRACE_S - 0.5, "the long job did not get its grace period"
+    assert db_job(server.data_dir, short["id"]) == ("succeeded", 1)
+    assert db_job(server.data_dir, long["id"]) == ("running", 1)
+    assert sim_runs(server.data_dir, short["id"]) == [1]
+    assert sim_runs(server.data_dir, long["id"]) == []
+
+    server.start()
+    with server.client() as client:
+        again = wait_terminal(client, long["id"], timeout=LONG_S + 10)
+        assert again["state"] == "succeeded"
+        assert again["attempt"] == 2
+        # The refused submission left no job behind.
+        assert [job["inputs"] for job in list_all_jobs(client)] == [["long.jpg"], ["short.jpg"]]
+    assert sim_runs(server.data_dir, long["id"]) == [2]
+    assert server.stop(signal.SIGTERM) == 0
+
+
+@pytest.mark.acceptance
+def test_drain_never_cancels_a_job_nobody_cancelled(server_factory: ServerFactory) -> None:
+    """The signal lands while the dispatcher is starting a job: that job must finish, or be left
+    for the next start, which runs it. It must not end `cancelled`: no client asked for that."""
+    server = server_factory(shutdown_grace_s=1.0, sim_lanes=2)
+    server.start()
+    with server.client() as client:
+        first = submit(client, sim_inference("first.jpg", sim_seconds=0.5, sim_steps=10))
+        wait_for(
+            lambda: get_job(client, first["id"])["state"] == "running", 5, "the first job to run"
+        )
+        late = submit(client, sim_inference("late.jpg", sim_seconds=2.0, sim_steps=40))
+        server.send(signal.SIGTERM)  # while the dispatcher claims the late job
+    assert server.wait(timeout=10) == 0
+    assert db_job(server.data_dir, first["id"]) == ("succeeded", 1)
+    state, _ = db_job(server.data_dir, late["id"])
+    assert state in {"queued", "running", "succeeded"}, f"the drain left the late job {state}"
+
+    server.start()
+    with server.client() as client:
+        assert wait_terminal(client, late["id"], timeout=10)["state"] == "succeeded"
