@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -69,7 +70,8 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     stack.callback(lock.release)
 
     store, model_store, migrations_at_head = await _open_stores(settings, stack)
-    models = ModelRegistry(model_store, settings.models_dir, settings.model_roots, _inspect)
+    inspect = functools.partial(_inspect, settings.data_dir / "ultralytics")
+    models = ModelRegistry(model_store, settings.models_dir, settings.model_roots, inspect)
 
     if runtime is None:
         runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
@@ -141,7 +143,10 @@ def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
     return UltralyticsRuntime(models, settings.data_dir / "ultralytics", settings.model_cache_size)
 
 
-def _inspect(path: Path) -> CheckpointInfo:
-    from yolo_orch.weights import inspect_checkpoint  # imports torch: only when importing weights
+def _inspect(ultralytics_dir: Path, path: Path) -> CheckpointInfo:
+    # Imports torch and ultralytics on the first import of weights, after making it safe.
+    from yolo_orch.runners.yolo_env import configure_ultralytics
+    from yolo_orch.weights import inspect_checkpoint
 
+    configure_ultralytics(ultralytics_dir)
     return inspect_checkpoint(path)

@@ -3,6 +3,8 @@ API edge (`api/problems.py`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class YoloOrchError(Exception):
     code = "error"
@@ -160,3 +162,28 @@ class InvalidJobInput(YoloOrchError):
     """Raised by a runner when the job's own input is unusable (not a server fault)."""
 
     code = "invalid_input"
+
+
+class InvalidWeights(YoloOrchError):
+    """The file is not an ultralytics checkpoint this server can load safely."""
+
+    code = "invalid_weights"
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path.name} is not a usable YOLO checkpoint: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class ModelTampered(YoloOrchError):
+    """The file on disk no longer has the fingerprint recorded when it was imported."""
+
+    code = "model_tampered"
+
+    def __init__(self, path: Path, expected: str, actual: str) -> None:
+        super().__init__(
+            f"{path.name} changed since it was imported: sha256 {actual} instead of {expected}"
+        )
+        self.path = path
+        self.expected = expected
+        self.actual = actual

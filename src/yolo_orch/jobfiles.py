@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 RESULT_FILE = "result.json"
 ARTIFACTS_DIR = "artifacts"
@@ -22,6 +24,29 @@ class JobFiles:
 
     def inputs_dir(self, job_id: str) -> Path:
         return self.workdir(job_id) / INPUTS_DIR
+
+    def save_inputs(
+        self, job_id: str, uploads: list[tuple[str, BinaryIO]]
+    ) -> tuple[list[dict[str, str]], list[str]]:
+        """Store uploaded images in the job's folder before the job is accepted. Returns the
+        job's `files` entries and the SHA-256 of each upload (for idempotency fingerprints)."""
+        folder = self.inputs_dir(job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        files, digests = [], []
+        for index, (name, source) in enumerate(uploads):
+            display = Path(name.replace("\\", "/")).name or f"image-{index}"
+            target = folder / f"{index:05d}{Path(display).suffix.lower()[:10]}"
+            digest = hashlib.sha256()
+            with target.open("wb") as out:
+                while chunk := source.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+            files.append({"path": str(target.resolve()), "name": display})
+            digests.append(digest.hexdigest())
+        return files, digests
+
+    def remove(self, job_id: str) -> None:
+        shutil.rmtree(self.workdir(job_id), ignore_errors=True)
 
     def artifacts(self, job_id: str) -> list[tuple[str, int]]:
         """Names and sizes of the files a job produced, for clients to fetch."""

@@ -18,7 +18,13 @@ import anyio.to_thread
 
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import Model, NewModel
-from yolo_orch.errors import BodyTooLarge, InvalidJob, ModelNotFound, PathOutsideRoots
+from yolo_orch.errors import (
+    BodyTooLarge,
+    InvalidJob,
+    InvalidWeights,
+    ModelNotFound,
+    PathOutsideRoots,
+)
 from yolo_orch.inputs import check_relative
 from yolo_orch.store.base import ModelStore
 from yolo_orch.weights import CheckpointInfo, ResolvedWeights
@@ -100,7 +106,11 @@ class ModelRegistry:
         self, staged: Path, sha256: str, size: int, name: str, source: str
     ) -> tuple[Model, bool]:
         # Safe load: a pickle payload is refused here, and no code in the file ever runs.
-        info = await anyio.to_thread.run_sync(self._inspect, staged)
+        try:
+            info = await anyio.to_thread.run_sync(self._inspect, staged)
+        except InvalidWeights as exc:  # say it in the client's terms, not the server's paths
+            reason = exc.reason.replace(str(staged), name).replace(staged.name, name)
+            raise InvalidWeights(Path(name), reason) from None
         file_name = f"{sha256}.pt"
         await anyio.to_thread.run_sync(os.replace, staged, self._dir / file_name)
         new = NewModel(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from yolo_orch.errors import YoloOrchError
+from yolo_orch.errors import InvalidWeights, ModelTampered
 
 __all__ = [
     "CheckpointInfo",
@@ -26,31 +26,6 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
-
-
-class InvalidWeights(YoloOrchError):
-    """The file is not an ultralytics checkpoint this server can load safely."""
-
-    code = "invalid_weights"
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path.name} is not a usable YOLO checkpoint: {reason}")
-        self.path = path
-        self.reason = reason
-
-
-class ModelTampered(YoloOrchError):
-    """The file on disk no longer has the fingerprint recorded when it was imported."""
-
-    code = "model_tampered"
-
-    def __init__(self, path: Path, expected: str, actual: str) -> None:
-        super().__init__(
-            f"{path.name} changed since it was imported: sha256 {actual} instead of {expected}"
-        )
-        self.path = path
-        self.expected = expected
-        self.actual = actual
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Header, Path, Query, Response, status
+import anyio.to_thread
+from fastapi import APIRouter, Body, File, Form, Header, Path, Query, Response, UploadFile, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from yolo_orch.api.deps import JobServiceDep, ServicesDep
 from yolo_orch.api.problems import problem_responses
-from yolo_orch.api.schemas import JobCreate, JobList, JobPublic
-from yolo_orch.domain import JobFilter, JobKind, JobState
-from yolo_orch.errors import InvalidCursor
+from yolo_orch.api.schemas import (
+    InferenceJobCreate,
+    InferenceParams,
+    JobCreate,
+    JobList,
+    JobPublic,
+)
+from yolo_orch.domain import Job, JobFilter, JobKind, JobState
+from yolo_orch.errors import InvalidCursor, InvalidJob
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -46,10 +56,69 @@ async def submit_job(
 ) -> JobPublic:
     new = body.to_new_job(services.settings.max_attempts, idempotency_key)
     job, created = await services.jobs.submit(new)
+    return _accepted(job, created, response)
+
+
+def _accepted(job: Job, created: bool, response: Response) -> JobPublic:
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return JobPublic.of(job)
+
+
+@router.post(
+    "/inference",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobPublic,
+    summary="Submit an inference job with uploaded images",
+    description="Multipart: the images (`images`, repeated) and the fields of a JSON inference "
+    "job (`params` as a JSON object). The images are stored with the job before it is accepted. "
+    "An image that cannot be decoded gets an `error` entry in the result; the others are "
+    "processed.",
+    responses=problem_responses(404, 413, 422, 429, 503),
+)
+async def submit_inference_upload(
+    services: ServicesDep,
+    response: Response,
+    model: Annotated[str, Form(min_length=1, max_length=200)],
+    images: Annotated[list[UploadFile], File(description="The images to run.")],
+    params: Annotated[str, Form(description="JSON object of inference params.")] = "{}",
+    priority: Annotated[int, Form(ge=-100, le=100)] = 0,
+    idempotency_key: IdempotencyKey = None,
+) -> JobPublic:
+    if len(images) > services.settings.max_files_per_job:
+        raise InvalidJob(
+            f"{len(images)} images: at most {services.settings.max_files_per_job} per job",
+            code="too_many_files",
+        )
+    try:
+        body = InferenceJobCreate(
+            kind="inference",
+            model=model,
+            inputs=[image.filename or f"image-{i}" for i, image in enumerate(images)],
+            params=InferenceParams.model_validate_json(params),
+            priority=priority,
+        )
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors()) from None
+    new = body.to_new_job(services.settings.max_attempts, idempotency_key)
+    files, digests = await anyio.to_thread.run_sync(
+        services.files.save_inputs, new.id, [(image.filename or "", image.file) for image in images]
+    )
+    fingerprint = hashlib.sha256(f"{new.request_fingerprint}:{','.join(digests)}".encode())
+    new = replace(
+        new,
+        spec={**new.spec, "files": files},
+        request_fingerprint=fingerprint.hexdigest(),
+    )
+    try:
+        job, created = await services.jobs.submit(new)
+    except BaseException:
+        await anyio.to_thread.run_sync(services.files.remove, new.id)
+        raise
+    if not created:  # an earlier request with this key made the job, with its own copies
+        await anyio.to_thread.run_sync(services.files.remove, new.id)
+    return _accepted(job, created, response)
 
 
 @router.get("", response_model=JobList, summary="List jobs, newest first")

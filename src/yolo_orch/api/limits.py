@@ -6,8 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from starlette.middleware.body_limit import RequestBodyLimitMiddleware
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from yolo_orch.api.problems import problem_response
+
+
+class BodyTooLargeError(HTTPException):
+    """Raised while the body is read; an HTTPException so FastAPI passes it to the problem
+    handlers instead of calling it a parse error."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is larger than the {limit} bytes allowed")
 
 
 class BodyLimits:
@@ -19,11 +29,46 @@ class BodyLimits:
         max_upload_bytes: int,
         upload_routes: Collection[tuple[str, str]],
     ) -> None:
-        self._default = RequestBodyLimitMiddleware(app, max_request_bytes)
-        self._uploads = RequestBodyLimitMiddleware(app, max_upload_bytes)
+        self._app = app
+        self._default = max_request_bytes
+        self._uploads = max_upload_bytes
         self._upload_routes = frozenset(upload_routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        route = (scope.get("method", ""), scope.get("path", "").rstrip("/"))
-        limited = self._uploads if route in self._upload_routes else self._default
-        await limited(scope, receive, send)
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        route = (scope["method"], scope["path"].rstrip("/"))
+        limit = self._uploads if route in self._upload_routes else self._default
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            response = problem_response(
+                413,
+                "body_too_large",
+                f"the request body ({declared} bytes) is larger than the {limit} bytes allowed",
+                headers={"Connection": "close"},
+            )
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise BodyTooLargeError(limit)
+            return message
+
+        await self._app(scope, limited_receive, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

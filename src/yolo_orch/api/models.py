@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request, Response, UploadFile, status
+from fastapi import APIRouter, Path, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.datastructures import UploadFile
 
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses

@@ -25,6 +25,7 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.ArtifactNotFound: 404,
     errors.InvalidJob: 422,
     errors.InvalidCursor: 422,
+    errors.InvalidWeights: 422,
     errors.PathOutsideRoots: 422,
     errors.ModelNameTaken: 409,
     errors.ModelInUse: 409,
