@@ -25,7 +25,7 @@ $(PY):
 	python3 -m venv $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PIP) install -e .
+	$(PIP) install -e '.[yolo]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
