@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -280,3 +281,37 @@ async def _wait_state(client: httpx.AsyncClient, job_id: str, state: str) -> Non
     async with asyncio.timeout(10):
         while (await client.get(f"/v1/jobs/{job_id}")).json()["state"] != state:
             await asyncio.sleep(0.01)
+
+
+def parse_sse(text: str) -> list[dict[str, Any]]:
+    events = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if not line.startswith(":")
+        )
+        if fields:
+            events.append({**fields, "data": json.loads(fields["data"])})
+    return events
+
+
+async def test_events_follow_a_job_to_its_end(client: httpx.AsyncClient) -> None:
+    job = (await client.post("/v1/jobs", json=sim_job(params={"sim_steps": 4}))).json()
+    response = await client.get(f"/v1/jobs/{job['id']}/events")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = parse_sse(response.text)
+    states = [event["data"]["state"] for event in events if event["event"] == "state"]
+    assert states[-1] == "succeeded"
+    assert states == sorted(set(states), key=states.index)  # each state once, in order
+    assert [int(event["id"]) for event in events] == sorted(int(e["id"]) for e in events)
+    assert events[-1]["data"]["result"]["images"] == 2
+
+    again = await client.get(
+        f"/v1/jobs/{job['id']}/events", headers={"Last-Event-ID": events[-1]["id"]}
+    )
+    finished = parse_sse(again.text)
+    assert [event["data"]["state"] for event in finished] == ["succeeded"]
+
+
+async def test_events_of_an_unknown_job_are_a_problem(client: httpx.AsyncClient) -> None:
+    assert_problem(await client.get("/v1/jobs/nope/events"), 404, "job_not_found")

@@ -418,3 +418,15 @@ async def test_sqlite_data_survives_a_restart(tmp_path: Path) -> None:
             new_job(idempotency_key="key", request_fingerprint="fp"), max_queued=ROOMY, now=T0
         )
         assert (again, created) == (finished, False)
+
+
+async def test_counts_per_state_and_kind(store: JobStore) -> None:
+    await add(store)
+    await add(store, kind=JobKind.TRAINING)
+    done = await running(store)
+    await store.finish(done.id, Outcome(JobState.FAILED), T0)
+    assert await store.counts() == {
+        ("queued", "inference"): 1,
+        ("queued", "training"): 1,
+        ("failed", "inference"): 1,
+    }

@@ -20,6 +20,7 @@ from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.events import JobEvents, PublishingJobStore
 from yolo_orch.executor import ThreadExecutor
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
@@ -69,7 +70,9 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     lock.acquire()
     stack.callback(lock.release)
 
-    store, model_store, migrations_at_head = await _open_stores(settings, stack)
+    durable_store, model_store, migrations_at_head = await _open_stores(settings, stack)
+    events = JobEvents()
+    store = PublishingJobStore(durable_store, events)
     inspect = functools.partial(_inspect, settings.data_dir / "ultralytics")
     models = ModelRegistry(model_store, settings.models_dir, settings.model_roots, inspect)
 
@@ -113,6 +116,7 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         files=files,
         lanes=lanes,
         dispatcher=dispatcher,
+        events=events,
         jobs=service,
         migrations_at_head=migrations_at_head,
     )

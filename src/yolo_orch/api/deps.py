@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from yolo_orch.admission import Lanes
 from yolo_orch.config import Settings
 from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.events import JobEvents
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
@@ -27,6 +28,7 @@ class Services:
     files: JobFiles
     lanes: Lanes
     dispatcher: Dispatcher
+    events: JobEvents
     jobs: JobService
     migrations_at_head: Callable[[], bool]
     """Blocking; readiness runs it in a thread."""

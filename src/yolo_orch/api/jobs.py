@@ -5,16 +5,17 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Annotated
 
 import anyio.to_thread
 from fastapi import APIRouter, Body, File, Form, Header, Path, Query, Response, UploadFile, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from yolo_orch.api.deps import JobServiceDep, ServicesDep
+from yolo_orch.api.deps import JobServiceDep, Services, ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.schemas import (
     InferenceJobCreate,
@@ -170,6 +171,54 @@ async def cancel_job(job_id: JobId, jobs: JobServiceDep, response: Response) -> 
 )
 async def get_result(job_id: JobId, jobs: JobServiceDep) -> Response:
     return Response(await jobs.result(job_id), media_type="application/json")
+
+
+@router.get(
+    "/{job_id}/events",
+    summary="Follow a job: server-sent events",
+    description="`text/event-stream`. Each event carries the job as GET /v1/jobs/{id} returns it: "
+    "`event: state` when its state changed, `event: progress` otherwise; `id` grows with every "
+    "change. The first event is the job as it is now (skipped when `Last-Event-ID` says the "
+    "client has it). The stream ends after the event with a terminal state. A comment is sent "
+    "every 15 s of quiet to keep proxies from closing the stream.",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}, **problem_responses(404)},
+)
+async def job_events(
+    job_id: JobId,
+    services: ServicesDep,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
+) -> StreamingResponse:
+    first = await services.jobs.get(job_id)  # unknown job: 404 before the stream starts
+    return StreamingResponse(
+        _event_stream(services, first, last_event_id),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _event_stream(
+    services: Services, job: Job, last_event_id: str | None
+) -> AsyncIterator[bytes]:
+    events = services.events
+    version = events.version(job.id)
+    sent_state = None
+    if last_event_id is None or last_event_id != str(version) or job.state.is_terminal:
+        yield _sse(version, "state", job)
+        sent_state = job.state
+    while not job.state.is_terminal:
+        if not await events.wait_for_change(job.id, version, timeout_s=15):
+            yield b": keep-alive\n\n"
+            continue
+        version = events.version(job.id)
+        job = await services.jobs.get(job.id)
+        yield _sse(version, "state" if job.state != sent_state else "progress", job)
+        sent_state = job.state
+
+
+def _sse(event_id: int, event: str, job: Job) -> bytes:
+    data = JobPublic.of(job).model_dump_json()
+    return f"id: {event_id}\nevent: {event}\ndata: {data}\n\n".encode()
 
 
 class ArtifactPublic(BaseModel):

@@ -44,6 +44,10 @@ class JobStore(ABC):
     async def count_queued(self) -> int: ...
 
     @abstractmethod
+    async def counts(self) -> dict[tuple[str, str], int]:
+        """How many jobs there are per (state, kind), for metrics."""
+
+    @abstractmethod
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         """QUEUED -> RUNNING with `attempt + 1`; `None` if the job is no longer queued."""
 

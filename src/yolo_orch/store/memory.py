@@ -9,6 +9,7 @@ whole on the event loop: that is this store's transaction.
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -126,6 +127,9 @@ class InMemoryJobStore(JobStore):
 
     async def count_queued(self) -> int:
         return sum(job.state is JobState.QUEUED for job in self._jobs.values())
+
+    async def counts(self) -> dict[tuple[str, str], int]:
+        return dict(Counter((str(job.state), str(job.kind)) for job in self._jobs.values()))
 
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         job = await self.get(job_id)

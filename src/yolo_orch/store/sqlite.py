@@ -220,6 +220,15 @@ class SQLiteJobStore(JobStore):
             return await _count_queued(session)
 
     @shielded
+    async def counts(self) -> dict[tuple[str, str], int]:
+        stmt = select(JobRow.state, JobRow.kind, func.count()).group_by(
+            col(JobRow.state), col(JobRow.kind)
+        )
+        async with self._db.reading() as session:
+            rows = (await session.exec(stmt)).all()
+        return {(str(state), str(kind)): count for state, kind, count in rows}
+
+    @shielded
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         stmt = (
             update(JobRow)

@@ -1,0 +1,111 @@
+"""Job change notifications for the clients that follow a job (server-sent events).
+
+The store stays the source of truth: a notification only says "job X changed, look again",
+with an event id that grows with every change. Ids start from the clock at process start, so a
+client that reconnects after a restart never mistakes an old id for a current one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict, defaultdict
+from datetime import datetime
+
+from yolo_orch.domain import Job, JobFilter, NewJob, Outcome, Page, Progress
+from yolo_orch.store.base import JobStore
+
+
+class JobEvents:
+    def __init__(self, remembered_jobs: int = 100_000) -> None:
+        self._counter = int(time.time() * 1000)
+        self._versions: OrderedDict[str, int] = OrderedDict()
+        """Latest event id per job, for the most recently changed jobs only: a job forgotten
+        here just gets its current state sent again, which is always correct."""
+        self._remembered = remembered_jobs
+        self._changed: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    def version(self, job_id: str) -> int:
+        """The id of the latest change seen for `job_id` (0: none since this process began)."""
+        return self._versions.get(job_id, 0)
+
+    def publish(self, job: Job) -> None:
+        self._counter += 1
+        self._versions[job.id] = self._counter
+        self._versions.move_to_end(job.id)
+        if len(self._versions) > self._remembered:
+            self._versions.popitem(last=False)
+        event = self._changed.pop(job.id, None)
+        if event is not None:
+            event.set()
+
+    async def wait_for_change(self, job_id: str, seen: int, timeout_s: float) -> bool:
+        """Wait until `job_id` changes after version `seen`; False on timeout."""
+        if self.version(job_id) != seen:
+            return True
+        try:
+            await asyncio.wait_for(self._changed[job_id].wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+class PublishingJobStore(JobStore):
+    """A `JobStore` that tells `JobEvents` about every change it commits."""
+
+    def __init__(self, inner: JobStore, events: JobEvents) -> None:
+        self._inner = inner
+        self._events = events
+
+    async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
+        job, created = await self._inner.create(new, max_queued=max_queued, now=now)
+        if created:
+            self._events.publish(job)
+        return job, created
+
+    async def get(self, job_id: str) -> Job:
+        return await self._inner.get(job_id)
+
+    async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
+        return await self._inner.list_jobs(where, limit=limit, before_seq=before_seq)
+
+    async def next_queued(self, limit: int) -> list[Job]:
+        return await self._inner.next_queued(limit)
+
+    async def count_queued(self) -> int:
+        return await self._inner.count_queued()
+
+    async def counts(self) -> dict[tuple[str, str], int]:
+        return await self._inner.counts()
+
+    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+        job = await self._inner.claim(job_id, devices, now)
+        if job is not None:
+            self._events.publish(job)
+        return job
+
+    async def set_progress(self, job_id: str, progress: Progress) -> None:
+        await self._inner.set_progress(job_id, progress)
+        self._events.publish(await self._inner.get(job_id))
+
+    async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
+        job = await self._inner.finish(job_id, outcome, now)
+        self._events.publish(job)
+        return job
+
+    async def cancel(self, job_id: str, now: datetime) -> Job:
+        job = await self._inner.cancel(job_id, now)
+        self._events.publish(job)
+        return job
+
+    async def recover(self, now: datetime) -> list[Job]:
+        jobs = await self._inner.recover(now)
+        for job in jobs:
+            self._events.publish(job)
+        return jobs
+
+    async def recent_durations(self, limit: int) -> list[float]:
+        return await self._inner.recent_durations(limit)
+
+    async def check_writable(self) -> None:
+        await self._inner.check_writable()
