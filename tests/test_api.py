@@ -315,3 +315,34 @@ async def test_events_follow_a_job_to_its_end(client: httpx.AsyncClient) -> None
 
 async def test_events_of_an_unknown_job_are_a_problem(client: httpx.AsyncClient) -> None:
     assert_problem(await client.get("/v1/jobs/nope/events"), 404, "job_not_found")
+
+
+async def test_metrics_count_jobs_lanes_runs_and_refusals(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    async with serve(create_app(settings_factory(max_queued=1, sim_lanes=1))) as client:
+        done = (await client.post("/v1/jobs", json=sim_job())).json()
+        await wait_terminal(client, done["id"])
+        long = sim_job(params={"sim_seconds": 30})
+        running = (await client.post("/v1/jobs", json=long)).json()
+        await _wait_state(client, running["id"], "running")
+        assert (await client.post("/v1/jobs", json=long)).status_code == 202
+        assert (await client.post("/v1/jobs", json=long)).status_code == 429
+
+        response = await client.get("/metrics")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/plain")
+        text = response.text
+        for line in (
+            'yolo_orch_jobs{kind="inference",state="succeeded"} 1.0',
+            'yolo_orch_jobs{kind="inference",state="running"} 1.0',
+            "yolo_orch_queue_depth 1.0",
+            'yolo_orch_lane_busy{lane="sim:0"} 1.0',
+            'yolo_orch_lane_slots{lane="sim:0"} 1.0',
+            "yolo_orch_rejected_submissions_total 1.0",
+            'yolo_orch_job_duration_seconds_count{kind="inference",state="succeeded"} 1.0',
+            "yolo_orch_model_cache_misses_total 0.0",
+        ):
+            assert line in text, line
+        for job in (await client.get("/v1/jobs")).json()["jobs"]:
+            await client.post(f"/v1/jobs/{job['id']}/cancel")

@@ -44,9 +44,9 @@ def test_file_then_environment_then_overrides(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = tmp_path / "yolo.toml"
-    config.write_text('port = 9000\nhost = "0.0.0.0"\nsim_lanes = 4\nmax_queued = 7\n')
+    config.write_text('port = 9000\nhost = "127.0.0.2"\nsim_lanes = 4\nmax_queued = 7\n')
     from_file = load_settings(config)
-    assert (from_file.port, from_file.host, from_file.sim_lanes) == (9000, "0.0.0.0", 4)
+    assert (from_file.port, from_file.host, from_file.sim_lanes) == (9000, "127.0.0.2", 4)
 
     monkeypatch.setenv("YOLO_ORCH_PORT", "9100")
     monkeypatch.setenv("YOLO_ORCH_LANES", '["cuda:0", "cuda:1"]')

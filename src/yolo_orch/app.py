@@ -15,6 +15,8 @@ from fastapi import FastAPI
 from yolo_orch import __version__
 from yolo_orch.admission import Lanes
 from yolo_orch.api import devices, health, jobs, models
+from yolo_orch.api import metrics as metrics_api
+from yolo_orch.api.auth import jobs_scope
 from yolo_orch.api.deps import Services
 from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers
@@ -24,6 +26,7 @@ from yolo_orch.events import JobEvents, PublishingJobStore
 from yolo_orch.executor import ThreadExecutor
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
+from yolo_orch.metrics import Metrics
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
@@ -54,8 +57,10 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         lifespan=lifespan,
     )
     install_problem_handlers(app)
-    for router in (jobs.router, models.router, devices.router, health.router):
-        app.include_router(router)
+    for router in (jobs.router, models.router, devices.router):
+        app.include_router(router, dependencies=[jobs_scope])
+    app.include_router(health.router)
+    app.include_router(metrics_api.router)
     app.add_middleware(
         BodyLimits,
         max_request_bytes=settings.max_request_bytes,
@@ -80,7 +85,14 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
     lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
     files = JobFiles(settings.jobs_dir)
-    dispatcher = Dispatcher(store, lanes, ThreadExecutor(runtime, lanes.total_slots), files)
+    metrics = Metrics(store, lanes, runtime)
+    dispatcher = Dispatcher(
+        store,
+        lanes,
+        ThreadExecutor(runtime, lanes.total_slots),
+        files,
+        on_run_end=metrics.job_finished,
+    )
     service = JobService(
         store,
         dispatcher,
@@ -117,6 +129,7 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         lanes=lanes,
         dispatcher=dispatcher,
         events=events,
+        metrics=metrics,
         jobs=service,
         migrations_at_head=migrations_at_head,
     )

@@ -5,11 +5,13 @@ This is the only module that reads the environment or configuration files.
 
 from __future__ import annotations
 
+import enum
+import ipaddress
 import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -19,6 +21,21 @@ from pydantic_settings import (
 
 CONFIG_ENV_VAR = "YOLO_ORCH_CONFIG"
 MEMORY_DATABASE_URL = "memory://"
+
+
+class Scope(enum.StrEnum):
+    JOBS = "jobs"
+    """Submit, read and cancel jobs; read models and devices."""
+    ADMIN = "admin"
+    """Everything, including importing and deleting models."""
+
+
+class Token(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the token, in hex.")
+    scope: Scope = Scope.JOBS
+    name: str = Field(default="", description="Whose token this is, for people reading the file.")
 
 
 class Settings(BaseSettings):
@@ -72,12 +89,33 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=1 << 30, ge=1024, description="Largest upload: images of one job, or weights."
     )
+    tokens: list[Token] = Field(
+        default_factory=list,
+        description="Bearer tokens (hashes) allowed on /v1; none: no authentication.",
+    )
+    allow_unauthenticated: bool = Field(
+        default=False,
+        description="Allow serving on a non-loopback address without tokens.",
+    )
+    metrics_public: bool = Field(
+        default=False, description="Serve /metrics without a token even when tokens are set."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @model_validator(mode="after")
     def _check_lanes(self) -> Settings:
         if len(set(self.lanes)) != len(self.lanes):
             raise ValueError("lanes must not repeat")
+        return self
+
+    @model_validator(mode="after")
+    def _no_open_server_by_accident(self) -> Settings:
+        if not self.tokens and not self.allow_unauthenticated and not _is_loopback(self.host):
+            raise ValueError(
+                f"host {self.host!r} is reachable from other machines and no tokens are "
+                "configured: add tokens (yolo-orch token create) or set "
+                "allow_unauthenticated = true"
+            )
         return self
 
     @property
@@ -120,6 +158,15 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         model_config = SettingsConfigDict(toml_file=path)
 
     return FileSettings(**overrides)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _env_config_file() -> Path | None:

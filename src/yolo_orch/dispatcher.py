@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -43,6 +44,7 @@ class Dispatcher:
         *,
         progress_interval_s: float = 0.25,
         retry_delay_s: float = 1.0,
+        on_run_end: Callable[[Job, Outcome, float], None] | None = None,
     ) -> None:
         self._store = store
         self._lanes = lanes
@@ -50,6 +52,7 @@ class Dispatcher:
         self._files = files
         self._progress_interval_s = progress_interval_s
         self._retry_delay_s = retry_delay_s
+        self._on_run_end = on_run_end
         self._wakeup = asyncio.Event()
         self._runs: dict[str, _Run] = {}
         self._stopping = False
@@ -168,11 +171,14 @@ class Dispatcher:
             report_progress=report_progress,
             should_cancel=run.cancel.is_set,
         )
+        started = loop.time()
         try:
             await anyio.Path(workdir).mkdir(parents=True, exist_ok=True)
             outcome = await self._execute(ctx)
             await self._store.finish(job.id, outcome, utcnow())
             log.info("job %s %s", job.id, outcome.state)
+            if self._on_run_end is not None:
+                self._on_run_end(job, outcome, loop.time() - started)
         except asyncio.CancelledError:
             raise  # abandoned at shutdown: the job stays RUNNING for recovery
         except Exception:

@@ -14,6 +14,14 @@ class YoloOrchError(Exception):
         self.message = message
 
 
+class Unauthorized(YoloOrchError):
+    code = "unauthorized"
+
+
+class Forbidden(YoloOrchError):
+    code = "forbidden"
+
+
 class JobNotFound(YoloOrchError):
     code = "job_not_found"
 

@@ -13,6 +13,7 @@ from yolo_orch.config import Settings
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.metrics import Metrics
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.service import JobService
@@ -29,6 +30,7 @@ class Services:
     lanes: Lanes
     dispatcher: Dispatcher
     events: JobEvents
+    metrics: Metrics
     jobs: JobService
     migrations_at_head: Callable[[], bool]
     """Blocking; readiness runs it in a thread."""

@@ -24,8 +24,8 @@ from yolo_orch.api.schemas import (
     JobList,
     JobPublic,
 )
-from yolo_orch.domain import Job, JobFilter, JobKind, JobState
-from yolo_orch.errors import InvalidCursor, InvalidJob
+from yolo_orch.domain import Job, JobFilter, JobKind, JobState, NewJob
+from yolo_orch.errors import InvalidCursor, InvalidJob, QueueFull
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -56,8 +56,16 @@ async def submit_job(
     idempotency_key: IdempotencyKey = None,
 ) -> JobPublic:
     new = body.to_new_job(services.settings.max_attempts, idempotency_key)
-    job, created = await services.jobs.submit(new)
+    job, created = await _submit(services, new)
     return _accepted(job, created, response)
+
+
+async def _submit(services: Services, new: NewJob) -> tuple[Job, bool]:
+    try:
+        return await services.jobs.submit(new)
+    except QueueFull:
+        services.metrics.rejected.inc()
+        raise
 
 
 def _accepted(job: Job, created: bool, response: Response) -> JobPublic:
@@ -113,7 +121,7 @@ async def submit_inference_upload(
         request_fingerprint=fingerprint.hexdigest(),
     )
     try:
-        job, created = await services.jobs.submit(new)
+        job, created = await _submit(services, new)
     except BaseException:
         await anyio.to_thread.run_sync(services.files.remove, new.id)
         raise

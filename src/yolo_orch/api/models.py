@@ -11,6 +11,7 @@ from fastapi import APIRouter, Path, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile
 
+from yolo_orch.api.auth import admin_scope
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.domain import Model
@@ -96,6 +97,7 @@ _IMPORT_BODY: dict[str, Any] = {
         **problem_responses(409, 413, 415, 422),
     },
     openapi_extra=_IMPORT_BODY,
+    dependencies=[admin_scope],
 )
 async def import_model(request: Request, services: ServicesDep, response: Response) -> ModelPublic:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -136,6 +138,7 @@ async def get_model(ref: ModelRef, services: ServicesDep) -> ModelPublic:
     summary="Delete a model",
     description="Refused (409) while queued or running jobs use it.",
     responses=problem_responses(404, 409),
+    dependencies=[admin_scope],
 )
 async def delete_model(ref: ModelRef, services: ServicesDep) -> Response:
     await services.models.delete(ref)

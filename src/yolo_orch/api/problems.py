@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 _STATUS: dict[type[errors.YoloOrchError], int] = {
+    errors.Unauthorized: 401,
+    errors.Forbidden: 403,
     errors.JobNotFound: 404,
     errors.ModelNotFound: 404,
     errors.ArtifactNotFound: 404,
@@ -84,6 +86,8 @@ async def _app_error(request: Request, exc: Exception) -> JSONResponse:
     headers = None
     if isinstance(exc, errors.QueueFull):
         headers = {"Retry-After": str(exc.retry_after_s)}
+    elif isinstance(exc, errors.Unauthorized):
+        headers = {"WWW-Authenticate": "Bearer"}
     elif isinstance(exc, errors.ShuttingDown):
         headers = {"Retry-After": "5", "Connection": "close"}
     return problem_response(status, exc.code, exc.message, headers)

@@ -50,3 +50,7 @@ class Runtime(Protocol):
     def cached_models(self, lane: str) -> list[str]:
         """sha256s of the weights loaded on `lane`."""
         ...
+
+    def cache_stats(self) -> tuple[int, int]:
+        """Model cache hits and misses (loads) since start."""
+        ...

@@ -115,6 +115,12 @@ class YoloInferenceRunner:
         self._lanes: dict[str, _Lane] = {}
         self._lanes_lock = threading.Lock()
         self._loads = 0
+        self._hits = 0
+
+    @property
+    def cache_hits(self) -> int:
+        """Jobs that found their model loaded and idle on their lane."""
+        return self._hits
 
     @property
     def loads(self) -> int:
@@ -195,6 +201,8 @@ class YoloInferenceRunner:
             model = lane.idle.pop(sha, None)
             lane.busy[sha] += 1
             generation = lane.generation
+            if model is not None:
+                self._hits += 1
         keep = False
         try:
             if model is None:

@@ -41,6 +41,9 @@ class SimulatedRuntime:
     def cached_models(self, lane: str) -> list[str]:
         return []
 
+    def cache_stats(self) -> tuple[int, int]:
+        return 0, 0
+
 
 class SimulatedRunner:
     def run(self, ctx: RunContext) -> JobResult:

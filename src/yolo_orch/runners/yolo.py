@@ -46,6 +46,9 @@ class UltralyticsRuntime:
     def cached_models(self, lane: str) -> list[str]:
         return self.inference.cached_models(lane)
 
+    def cache_stats(self) -> tuple[int, int]:
+        return self.inference.cache_hits, self.inference.loads
+
     def _resolve_weights(self, ref: str) -> ResolvedWeights:
         # Runners run in worker threads; the registry lives on the event loop.
         return anyio.from_thread.run(self._registry.resolve, ref)

@@ -1,0 +1,108 @@
+"""Bearer tokens: hashes in the config, scopes on the routes, open probes, no open server by
+accident."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from tests.conftest import serve, sim_job
+from tests.test_api import assert_problem
+from yolo_orch.app import create_app
+from yolo_orch.config import Settings
+
+JOBS_TOKEN = "jobs-token-for-tests"
+ADMIN_TOKEN = "admin-token-for-tests"
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+async def client(settings_factory: Callable[..., Settings]) -> AsyncIterator[httpx.AsyncClient]:
+    tokens = [
+        {"sha256": hashlib.sha256(JOBS_TOKEN.encode()).hexdigest(), "scope": "jobs"},
+        {"sha256": hashlib.sha256(ADMIN_TOKEN.encode()).hexdigest(), "scope": "admin"},
+    ]
+    async with serve(create_app(settings_factory(tokens=tokens))) as client:
+        yield client
+
+
+async def test_v1_needs_a_valid_token(client: httpx.AsyncClient) -> None:
+    missing = await client.get("/v1/jobs")
+    assert_problem(missing, 401, "unauthorized")
+    assert missing.headers["WWW-Authenticate"] == "Bearer"
+    assert_problem(await client.get("/v1/jobs", headers=bearer("guess")), 401, "unauthorized")
+    basic = {"Authorization": "Basic dXNlcjpwYXNz"}
+    assert_problem(await client.get("/v1/devices", headers=basic), 401, "unauthorized")
+    assert_problem(await client.post("/v1/jobs", json=sim_job()), 401, "unauthorized")
+    assert (await client.get("/v1/jobs")).status_code == 401
+
+
+async def test_a_jobs_token_runs_jobs_but_cannot_change_models(client: httpx.AsyncClient) -> None:
+    headers = bearer(JOBS_TOKEN)
+    job = await client.post("/v1/jobs", json=sim_job(), headers=headers)
+    assert job.status_code == 202
+    job_id = job.json()["id"]
+    assert (await client.get(f"/v1/jobs/{job_id}", headers=headers)).status_code == 200
+    assert (await client.post(f"/v1/jobs/{job_id}/cancel", headers=headers)).status_code in (
+        200,
+        202,
+        409,
+    )
+    assert (await client.get("/v1/models", headers=headers)).status_code == 200
+    assert (await client.get("/v1/devices", headers=headers)).status_code == 200
+    refused = await client.post("/v1/models", json={"path": "x.pt"}, headers=headers)
+    assert_problem(refused, 403, "forbidden")
+    assert_problem(await client.delete("/v1/models/x", headers=headers), 403, "forbidden")
+
+
+async def test_an_admin_token_may_do_everything(client: httpx.AsyncClient) -> None:
+    headers = bearer(ADMIN_TOKEN)
+    assert (await client.post("/v1/jobs", json=sim_job(), headers=headers)).status_code == 202
+    # Past authorisation: this server has no model roots, so the import itself is refused.
+    refused = await client.post("/v1/models", json={"path": "x.pt"}, headers=headers)
+    assert_problem(refused, 422, "no_model_roots")
+    assert_problem(await client.delete("/v1/models/x", headers=headers), 404, "model_not_found")
+
+
+async def test_probes_stay_open(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).status_code == 200
+    assert (await client.get("/readyz")).status_code == 200
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.10", "::", "example.internal"])
+def test_a_reachable_server_needs_tokens_or_an_explicit_opt_out(host: str) -> None:
+    with pytest.raises(ValidationError, match="no tokens are configured"):
+        Settings(host=host)
+    assert Settings(host=host, allow_unauthenticated=True).host == host
+    token = {"sha256": "0" * 64, "scope": "jobs"}
+    assert Settings(host=host, tokens=[token]).host == host
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.1.2.3"])
+def test_loopback_needs_no_tokens(host: str) -> None:
+    assert Settings(host=host).host == host
+
+
+def test_token_hashes_must_look_like_sha256() -> None:
+    with pytest.raises(ValidationError):
+        Settings(tokens=[{"sha256": "plaintext-token", "scope": "jobs"}])
+
+
+async def test_metrics_need_a_token_unless_public(
+    client: httpx.AsyncClient, settings_factory: Callable[..., Settings], tmp_path: Path
+) -> None:
+    assert_problem(await client.get("/metrics"), 401, "unauthorized")
+    assert (await client.get("/metrics", headers=bearer(JOBS_TOKEN))).status_code == 200
+    tokens = [{"sha256": hashlib.sha256(JOBS_TOKEN.encode()).hexdigest(), "scope": "jobs"}]
+    public = settings_factory(tokens=tokens, metrics_public=True, data_dir=tmp_path / "other")
+    async with serve(create_app(public)) as open_client:
+        assert (await open_client.get("/metrics")).status_code == 200
+        assert (await open_client.get("/v1/jobs")).status_code == 401
