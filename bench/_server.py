@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -22,34 +24,69 @@ def free_port() -> int:
         return port
 
 
+@dataclass(frozen=True)
+class BenchServer:
+    url: str
+    pid: int
+    data_dir: Path
+    log_path: Path
+
+    def rss_kib(self) -> int:
+        """Resident memory of the server process (VmRSS), in KiB."""
+        return read_rss_kib(self.pid)
+
+
+def read_rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def _env_value(value: object) -> str:
+    # Lists (lanes, data_roots, model_roots) are read from the environment as JSON.
+    if isinstance(value, list | tuple):
+        return json.dumps([str(item) for item in value])
+    return str(value)
+
+
 @contextlib.contextmanager
-def running_server(**settings: object) -> Iterator[str]:
-    """Yields the base URL; the server's data lives in a temporary folder."""
+def running_server(
+    *, startup_timeout_s: float = 60.0, log_level: str = "warning", **settings: object
+) -> Iterator[BenchServer]:
+    """A server with `settings` (the simulated runtime unless `runtime` says otherwise); its data
+    lives in a temporary folder. `BENCH_SERVER_LOG` names a file to keep its log in."""
     with tempfile.TemporaryDirectory(prefix="yolo-orch-bench-") as tmp:
         port = free_port()
-        env = dict(os.environ)
-        env.update({f"YOLO_ORCH_{key.upper()}": str(value) for key, value in settings.items()})
+        data_dir = Path(tmp) / "var"
+        env = {key: value for key, value in os.environ.items() if not key.startswith("YOLO_ORCH_")}
+        env.update({"YOLO_ORCH_RUNTIME": "simulated", "YOLO_ORCH_LOG_LEVEL": log_level})
         env.update(
-            YOLO_ORCH_DATA_DIR=str(Path(tmp) / "var"),
-            YOLO_ORCH_PORT=str(port),
-            YOLO_ORCH_LOG_LEVEL="warning",
+            {f"YOLO_ORCH_{key.upper()}": _env_value(value) for key, value in settings.items()}
         )
+        env.update(YOLO_ORCH_DATA_DIR=str(data_dir), YOLO_ORCH_PORT=str(port))
         log_path = Path(os.environ.get("BENCH_SERVER_LOG", Path(tmp) / "server.log"))
         with log_path.open("w") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "yolo_orch.cli", "serve"], env=env, stdout=log, stderr=log
+                [sys.executable, "-m", "yolo_orch.cli", "serve"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
             )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + startup_timeout_s
             while True:
                 with contextlib.suppress(httpx.HTTPError):
                     if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                         break
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"server did not start: see {log_path}")
+                    raise RuntimeError(
+                        f"server did not start:\n{log_path.read_text(errors='replace')[-4000:]}"
+                    )
                 time.sleep(0.1)
-            yield url
+            yield BenchServer(url, process.pid, data_dir, log_path)
         finally:
             process.terminate()
             try:
@@ -62,3 +99,32 @@ def running_server(**settings: object) -> Iterator[str]:
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def wait_all_terminal(client: httpx.Client, timeout_s: float, interval_s: float = 0.2) -> None:
+    """Until no job is queued or running."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        active = client.get(
+            "/v1/jobs", params={"state": ["queued", "running"], "limit": 1}
+        ).json()["jobs"]
+        if not active:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"jobs still active after {timeout_s}s")
+        time.sleep(interval_s)
+
+
+def list_jobs(client: httpx.Client) -> list[dict[str, object]]:
+    """Every job, newest first."""
+    jobs: list[dict[str, object]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, str | int] = {"limit": 500}
+        if cursor is not None:
+            params["cursor"] = cursor
+        page = client.get("/v1/jobs", params=params).json()
+        jobs.extend(page["jobs"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return jobs

@@ -1,6 +1,6 @@
 """`/healthz` latency while every lane is busy: proof that job work never runs on the event loop.
 
-python bench/loop_health.py [--probes 1000] [--lanes 2]
+python -m bench.loop_health [--probes 1000] [--lanes 2]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> None:
         "inputs": ["a.jpg"],
         "params": {"sim_seconds": 60, "sim_steps": 6000},
     }
-    with running_server(sim_lanes=args.lanes) as url, httpx.Client(base_url=url) as client:
+    with running_server(sim_lanes=args.lanes) as server, httpx.Client(base_url=server.url) as client:
         idle = probe(client, args.probes)
         jobs = [client.post("/v1/jobs", json=busy_job).json()["id"] for _ in range(args.lanes)]
         deadline = time.monotonic() + 10

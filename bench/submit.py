@@ -44,8 +44,8 @@ def main() -> None:
     print(f"{'clients':>7} {'jobs':>6} {'jobs/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for clients in args.clients:
         # A fresh server per run; max_queued above the job count so nothing is refused.
-        with running_server(max_queued=args.jobs * 2, sim_lanes=2) as url:
-            elapsed, latencies = asyncio.run(submit_all(url, args.jobs, clients))
+        with running_server(max_queued=args.jobs * 2, sim_lanes=2) as server:
+            elapsed, latencies = asyncio.run(submit_all(server.url, args.jobs, clients))
         ms = [latency * 1000 for latency in latencies]
         print(
             f"{clients:>7} {args.jobs:>6} {args.jobs / elapsed:>8.0f} "

@@ -1,26 +1,53 @@
-"""The `yolo-orch` command: `serve` and `migrate`."""
+"""The `yolo-orch` command: the job server and a client of its HTTP API.
+
+Server:  serve, migrate, token create
+Client:  submit, status, wait, cancel, list, result, models import|list|delete, devices
+         (`--url` or $YOLO_ORCH_URL, default http://127.0.0.1:8000; `--token` or $YOLO_ORCH_TOKEN,
+         sent as `Authorization: Bearer`; `--json` prints the server's JSON for scripts)
+
+Exit codes of the client commands (`yolo_orch.client.ExitCode`):
+  0  success
+  1  the job failed (wait, status, submit --wait)
+  2  the job was cancelled (wait, status, submit --wait)
+  3  bad command line, or input the server refused (any other 4xx)
+  4  no such job, model or route (404)
+  5  server busy, draining or unreachable (429, 503, 5xx, no connection)
+  6  missing, wrong or insufficient token (401, 403)
+
+`serve` exits 0 after a drain, 1 when another server holds the data directory, 2 on an invalid
+configuration; `migrate` exits 1 when the migration fails.
+"""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import enum
+import hashlib
+import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
 
+import click
+import typer
 import uvicorn
-from fastapi import FastAPI
+from typer.core import TyperGroup
 
 from yolo_orch import __version__
-from yolo_orch.api.deps import Services
-from yolo_orch.app import create_app
-from yolo_orch.config import MEMORY_DATABASE_URL, Settings, load_settings
-from yolo_orch.errors import InstanceLocked, YoloOrchError
-from yolo_orch.lock import InstanceLock
+from yolo_orch.client.commands import register
+from yolo_orch.client.errors import ExitCode, exit_codes_help
+
+if TYPE_CHECKING:  # the client commands start without the server's imports
+    from fastapi import FastAPI
+
+    from yolo_orch.api.deps import Services
+    from yolo_orch.config import Settings
 
 log = logging.getLogger("yolo_orch")
 
@@ -74,33 +101,148 @@ class DrainingServer(uvicorn.Server):
             self.should_exit = True
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="yolo-orch", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"yolo-orch {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the job server")
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
-    migrate = commands.add_parser("migrate", help="bring the database schema to the newest")
-    for command in (serve, migrate):
-        command.add_argument("--config", type=Path, help="TOML file (or $YOLO_ORCH_CONFIG)")
-    args = parser.parse_args(argv)
+class _Commands(TyperGroup):
+    """Command-line mistakes exit with `ExitCode.USAGE` (click's own 2 would read as "job
+    cancelled")."""
 
-    overrides = {
-        key: value for key in ("host", "port") if (value := getattr(args, key, None)) is not None
-    }
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            exc.exit_code = ExitCode.USAGE
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            exc.exit_code = ExitCode.USAGE
+            raise
+
+
+app = typer.Typer(
+    name="yolo-orch",
+    cls=_Commands,
+    help="A job server for YOLO inference and training, and a client of its HTTP API.",
+    epilog="Exit codes of the client commands:\n\n" + exit_codes_help().replace("\n", "\n\n"),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals would show the bearer token
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+register(app)
+
+ConfigFile = Annotated[
+    Path | None,
+    typer.Option("--config", help="TOML settings file (or $YOLO_ORCH_CONFIG).", show_default=False),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"yolo-orch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
+@app.command(rich_help_panel="Server")
+def serve(
+    config: ConfigFile = None,
+    host: Annotated[str | None, typer.Option(help="Listen here.", show_default=False)] = None,
+    port: Annotated[int | None, typer.Option(help="Listen here.", show_default=False)] = None,
+) -> None:
+    """Run the job server. SIGTERM/SIGINT drain it: running jobs get `shutdown_grace_s`."""
+    overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
+    raise typer.Exit(_serve(_settings(config, **overrides)))
+
+
+@app.command(rich_help_panel="Server")
+def migrate(config: ConfigFile = None) -> None:
+    """Bring the database schema to the newest."""
+    raise typer.Exit(_migrate(_settings(config)))
+
+
+token_app = typer.Typer(help="Bearer tokens for the server's `tokens` setting.")
+app.add_typer(token_app, name="token", rich_help_panel="Server")
+
+
+class Scope(enum.StrEnum):
+    jobs = "jobs"
+    admin = "admin"
+
+
+@token_app.command("create")
+def token_create(
+    scope: Annotated[Scope, typer.Option(help="What the token may do.")] = Scope.jobs,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {token, sha256, scope} as JSON.")
+    ] = False,
+) -> None:
+    """Make a new random bearer token. It is printed once; the server keeps only its SHA-256."""
+    token = secrets.token_urlsafe(32)
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    if as_json:
+        typer.echo(json.dumps({"token": token, "sha256": digest, "scope": scope.value}))
+        return
+    entry = f'{{ sha256 = "{digest}", scope = "{scope.value}" }}'
+    typer.echo(
+        "New bearer token (shown only this once; clients send it as "
+        "`Authorization: Bearer <token>`, or set YOLO_ORCH_TOKEN):\n\n"
+        f"    {token}\n\n"
+        "Add this entry to the `tokens` array of the server's config file, then restart it:\n\n"
+        f"    {entry}\n\n"
+        "for example:\n\n"
+        "    tokens = [\n"
+        f"        {entry},\n"
+        "    ]"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with `argv` (default: `sys.argv[1:]`); the exit code."""
     try:
-        settings = load_settings(args.config, **overrides)
+        app(args=argv, prog_name="yolo-orch")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        raise
+    return 0
+
+
+def _settings(config: Path | None, **overrides: Any) -> Settings:
+    from yolo_orch.config import load_settings
+
+    try:
+        settings = load_settings(config, **overrides)
     except (OSError, ValueError) as exc:
         print(f"yolo-orch: invalid configuration: {exc}", file=sys.stderr)
-        return 2
+        raise typer.Exit(2) from None
     _configure_logging(settings)
-    if args.command == "migrate":
-        return _migrate(settings)
-    return _serve(settings)
+    return settings
 
 
 def _serve(settings: Settings) -> int:
+    from yolo_orch.app import create_app
+    from yolo_orch.errors import InstanceLocked
+    from yolo_orch.lock import InstanceLock
+
     try:  # fail fast with a clear message; the lifespan takes the lock for real
         probe = InstanceLock(settings.data_dir)
         probe.acquire()
@@ -121,6 +263,8 @@ def _serve(settings: Settings) -> int:
 
 
 def _migrate(settings: Settings) -> int:
+    from yolo_orch.config import MEMORY_DATABASE_URL
+    from yolo_orch.errors import YoloOrchError
     from yolo_orch.store.migrate import current_revision, upgrade_to_head
 
     if settings.database_url == MEMORY_DATABASE_URL:
