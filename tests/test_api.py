@@ -346,3 +346,18 @@ async def test_metrics_count_jobs_lanes_runs_and_refusals(
             assert line in text, line
         for job in (await client.get("/v1/jobs")).json()["jobs"]:
             await client.post(f"/v1/jobs/{job['id']}/cancel")
+
+
+async def test_each_job_keeps_its_log_lines(client: httpx.AsyncClient) -> None:
+    ok = (await client.post("/v1/jobs", json=sim_job())).json()
+    bad = (await client.post("/v1/jobs", json=sim_job(params={"sim_fail": "error"}))).json()
+    for job in (ok, bad):
+        await wait_terminal(client, job["id"])
+    ok_log = (await client.get(f"/v1/jobs/{ok['id']}/logs")).text
+    assert "queued" in ok_log
+    assert "started on sim:" in ok_log
+    assert ok_log.rstrip().endswith("succeeded")
+    assert bad["id"] not in ok_log
+    bad_log = (await client.get(f"/v1/jobs/{bad['id']}/logs")).text
+    assert "simulated failure" in bad_log
+    assert_problem(await client.get("/v1/jobs/nope/logs"), 404, "job_not_found")

@@ -26,6 +26,7 @@ from yolo_orch.events import JobEvents, PublishingJobStore
 from yolo_orch.executor import ThreadExecutor
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
+from yolo_orch.logs import install_job_logs, remove_job_logs
 from yolo_orch.metrics import Metrics
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
@@ -74,6 +75,7 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     lock = InstanceLock(settings.data_dir)
     lock.acquire()
     stack.callback(lock.release)
+    stack.callback(remove_job_logs, install_job_logs(settings.jobs_dir))
 
     durable_store, model_store, migrations_at_head = await _open_stores(settings, stack)
     events = JobEvents()

@@ -101,6 +101,9 @@ class Settings(BaseSettings):
         default=False, description="Serve /metrics without a token even when tokens are set."
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="json: one JSON object per line, with the job id."
+    )
 
     @model_validator(mode="after")
     def _check_lanes(self) -> Settings:

@@ -19,6 +19,7 @@ from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progre
 from yolo_orch.errors import JobCancelled, YoloOrchError
 from yolo_orch.executor import Executor
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.logs import current_job
 from yolo_orch.runners.base import RunContext
 from yolo_orch.store.base import JobStore
 
@@ -172,6 +173,8 @@ class Dispatcher:
             should_cancel=run.cancel.is_set,
         )
         started = loop.time()
+        current_job.set(job.id)  # this task's context, inherited by the worker thread
+        log.info("job %s started on %s (attempt %d)", job.id, ", ".join(ctx.devices), job.attempt)
         try:
             await anyio.Path(workdir).mkdir(parents=True, exist_ok=True)
             outcome = await self._execute(ctx)

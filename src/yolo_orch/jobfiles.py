@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 RESULT_FILE = "result.json"
+JOB_LOG = "job.log"
 ARTIFACTS_DIR = "artifacts"
 INPUTS_DIR = "inputs"
 
@@ -64,6 +65,10 @@ class JobFiles:
             return None
         path = self.workdir(job_id) / ARTIFACTS_DIR / name
         return path if path.is_file() else None
+
+    def read_log(self, job_id: str) -> bytes:
+        path = self.workdir(job_id) / JOB_LOG
+        return path.read_bytes() if path.is_file() else b""
 
     def result_path(self, job_id: str) -> Path:
         return self.workdir(job_id) / RESULT_FILE

@@ -3,6 +3,7 @@ dispatcher. Knows nothing of HTTP."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
+
+log = logging.getLogger(__name__)
 
 
 class JobService:
@@ -81,6 +84,7 @@ class JobService:
         except QueueFull:
             raise QueueFull(self._max_queued, await self._retry_after_s()) from None
         if created:
+            log.info("job %s queued (%s, model %s)", job.id, job.kind, job.model, extra=_ids(job))
             self._dispatcher.wake()
         return job, created
 
@@ -111,6 +115,7 @@ class JobService:
 
     async def cancel(self, job_id: str) -> Job:
         job = await self._store.cancel(job_id, utcnow())
+        log.info("job %s: cancel requested (%s)", job.id, job.state, extra=_ids(job))
         if job.state is JobState.RUNNING:
             self._dispatcher.request_cancel(job_id)
         else:
@@ -122,6 +127,10 @@ class JobService:
         if job.state is not JobState.SUCCEEDED:
             raise ResultNotReady(job_id, job.state)
         return await anyio.to_thread.run_sync(self._files.read_result, job_id)
+
+    async def log_text(self, job_id: str) -> bytes:
+        await self._store.get(job_id)
+        return await anyio.to_thread.run_sync(self._files.read_log, job_id)
 
     async def artifacts(self, job_id: str) -> list[tuple[str, int]]:
         await self._store.get(job_id)  # unknown job: 404, not an empty list
@@ -139,6 +148,10 @@ class JobService:
         durations = await self._store.recent_durations(20)
         mean = fmean(durations) if durations else 1.0
         return max(1, min(3600, math.ceil(mean / self._total_slots)))
+
+
+def _ids(job: Job) -> dict[str, str]:
+    return {"job_id": job.id}
 
 
 def _display_name(path: Path, roots: Sequence[Path]) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated
 import anyio.to_thread
 from fastapi import APIRouter, Body, File, Form, Header, Path, Query, Response, UploadFile, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from yolo_orch.api.deps import JobServiceDep, Services, ServicesDep
@@ -227,6 +227,17 @@ async def _event_stream(
 def _sse(event_id: int, event: str, job: Job) -> bytes:
     data = JobPublic.of(job).model_dump_json()
     return f"id: {event_id}\nevent: {event}\ndata: {data}\n\n".encode()
+
+
+@router.get(
+    "/{job_id}/logs",
+    summary="The job's log lines",
+    description="Its transitions and whatever its runner logged, as plain text.",
+    response_class=PlainTextResponse,
+    responses=problem_responses(404),
+)
+async def job_logs(job_id: JobId, jobs: JobServiceDep) -> PlainTextResponse:
+    return PlainTextResponse(await jobs.log_text(job_id))
 
 
 class ArtifactPublic(BaseModel):

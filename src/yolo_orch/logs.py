@@ -1,0 +1,101 @@
+"""Logging: one line per request and per job transition, as text or JSON, and each job's own log
+file (`{data_dir}/jobs/{id}/job.log`, served at GET /v1/jobs/{id}/logs).
+
+A job's lines are found by the `job_id` a record carries (`extra={"job_id": ...}`) or by the job
+whose run is in progress in the current context: the dispatcher sets it before a run, and worker
+threads inherit it, so whatever a runner logs (ultralytics included) lands in its job's file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from pathlib import Path
+
+from yolo_orch.jobfiles import JOB_LOG
+
+current_job: ContextVar[str | None] = ContextVar("current_job", default=None)
+
+_STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "color_message",
+}
+
+
+def configure_logging(level: str, json_lines: bool) -> None:
+    """Process-wide; called once by the command line. `level` filters the console only: job
+    log files always get INFO and above."""
+    handler = logging.StreamHandler()
+    handler.setLevel(level.upper())
+    handler.setFormatter(
+        JsonFormatter()
+        if json_lines
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(min(handler.level, logging.INFO))
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        job_id = getattr(record, "job_id", None) or current_job.get()
+        if job_id:
+            line["job_id"] = job_id
+        line.update(
+            (key, value) for key, value in record.__dict__.items() if key not in _STANDARD_ATTRS
+        )
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+class JobLogHandler(logging.Handler):
+    """Appends each record that belongs to a job to that job's log file."""
+
+    def __init__(self, jobs_dir: Path) -> None:
+        super().__init__(logging.INFO)
+        self._jobs_dir = jobs_dir
+        self._write_lock = threading.Lock()
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        job_id = getattr(record, "job_id", None) or current_job.get()
+        if not job_id:
+            return
+        try:
+            line = self.format(record) + "\n"
+            folder = self._jobs_dir / job_id
+            with self._write_lock:
+                folder.mkdir(parents=True, exist_ok=True)
+                with (folder / JOB_LOG).open("a", encoding="utf-8") as file:
+                    file.write(line)
+        except Exception:
+            self.handleError(record)
+
+
+def install_job_logs(jobs_dir: Path) -> JobLogHandler:
+    """Attach a job log handler to the root logger and to ultralytics' own (which does not
+    propagate); `remove_job_logs` detaches it."""
+    handler = JobLogHandler(jobs_dir)
+    for name in ("", "ultralytics"):
+        logging.getLogger(name).addHandler(handler)
+    ours = logging.getLogger("yolo_orch")
+    if ours.getEffectiveLevel() > logging.INFO:
+        ours.setLevel(logging.INFO)
+    return handler
+
+
+def remove_job_logs(handler: JobLogHandler) -> None:
+    for name in ("", "ultralytics"):
+        logging.getLogger(name).removeHandler(handler)
