@@ -4,6 +4,8 @@ import json
 import logging
 from pathlib import Path
 
+import pytest
+
 from yolo_orch.logs import JsonFormatter, current_job, install_job_logs, remove_job_logs
 
 
@@ -22,7 +24,12 @@ def test_json_lines_carry_the_job_id_and_extras() -> None:
     assert line["ts"].endswith("+00:00")
 
 
-def test_records_land_in_the_log_of_the_job_in_progress(tmp_path: Path) -> None:
+def test_records_land_in_the_log_of_the_job_in_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ultralytics' logger does not propagate; its level is its own (INFO when verbose).
+    monkeypatch.setattr(logging.getLogger("ultralytics"), "propagate", False)
+    monkeypatch.setattr(logging.getLogger("ultralytics"), "level", logging.INFO)
     handler = install_job_logs(tmp_path)
     try:
         token = current_job.set("j2")
