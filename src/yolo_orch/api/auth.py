@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from fastapi import Depends, Request
 
@@ -15,11 +15,11 @@ from yolo_orch.config import Scope
 from yolo_orch.errors import Forbidden, Unauthorized
 
 
-def require(scope: Scope) -> Callable[..., None]:
+def require(scope: Scope) -> Callable[..., Awaitable[None]]:
     """A dependency that lets a request through only with a token of `scope` (admin tokens
-    may do everything)."""
+    may do everything). Async, so that FastAPI does not hand it to a worker thread."""
 
-    def check(request: Request, services: ServicesDep) -> None:
+    async def check(request: Request, services: ServicesDep) -> None:
         tokens = services.settings.tokens
         if not tokens:
             return

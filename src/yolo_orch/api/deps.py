@@ -36,13 +36,15 @@ class Services:
     """Blocking; readiness runs it in a thread."""
 
 
-def get_services(request: Request) -> Services:
+# Dependencies are async so FastAPI runs them on the loop, not in a worker thread each.
+async def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
 
-def get_job_service(request: Request) -> JobService:
-    return get_services(request).jobs
+async def get_job_service(request: Request) -> JobService:
+    services: Services = request.app.state.services
+    return services.jobs
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

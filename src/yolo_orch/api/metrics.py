@@ -12,9 +12,9 @@ from yolo_orch.config import Scope
 router = APIRouter(tags=["health"])
 
 
-def _token_unless_public(request: Request, services: ServicesDep) -> None:
+async def _token_unless_public(request: Request, services: ServicesDep) -> None:
     if not services.settings.metrics_public:
-        require(Scope.JOBS)(request, services)
+        await require(Scope.JOBS)(request, services)
 
 
 @router.get(
