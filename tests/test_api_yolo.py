@@ -168,9 +168,10 @@ async def test_the_second_job_finds_its_model_warm(host: Host) -> None:
         assert runtime.inference.loads == expected_loads
     devices = (await host.client.get("/v1/devices")).json()
     assert devices["runtime"] == "ultralytics"
-    assert devices["devices"] == [
-        {"id": "cpu", "slots": 1, "busy": 0, "jobs": [], "models": ["tiny"]}
-    ]
+    (cpu,) = devices["devices"]
+    assert (cpu["id"], cpu["busy"], cpu["jobs"], cpu["models"]) == ("cpu", 0, [], ["tiny"])
+    assert cpu["healthy"] is True
+    assert cpu["memory_used_bytes"] is None  # no NVML reading for a CPU lane
 
 
 async def test_annotated_images_are_artifacts(host: Host) -> None:

@@ -18,10 +18,18 @@ class Lane:
     index: int
     slots: int
     jobs: set[str] = field(default_factory=set)
+    healthy: bool = True
+    """False while its GPU reports a fatal state: no new job starts here."""
     semaphore: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
         self.semaphore = asyncio.Semaphore(self.slots)
+
+    @property
+    def gpu_index(self) -> int | None:
+        """The CUDA device index of a `cuda:N` lane; None for `cpu` and simulated lanes."""
+        kind, _, index = self.id.partition(":")
+        return int(index) if kind == "cuda" and index.isdigit() else None
 
     @property
     def busy(self) -> int:
@@ -29,7 +37,7 @@ class Lane:
 
     @property
     def has_free_slot(self) -> bool:
-        return not self.semaphore.locked()
+        return self.healthy and not self.semaphore.locked()
 
 
 class Lanes:
@@ -56,7 +64,7 @@ class Lanes:
 
     @property
     def free_slots(self) -> int:
-        return sum(lane.slots - lane.busy for lane in self._lanes)
+        return sum(lane.slots - lane.busy for lane in self._lanes if lane.healthy)
 
     async def try_admit(
         self, job_id: str, count: int, reserved: Collection[str] = ()
@@ -78,7 +86,7 @@ class Lanes:
         """The lanes a job that cannot start yet keeps from the jobs behind it, so a multi-lane
         job is not starved by a stream of smaller ones: free lanes first, then the least busy."""
         open_lanes = sorted(
-            (lane for lane in self._lanes if lane.id not in reserved),
+            (lane for lane in self._lanes if lane.id not in reserved and lane.healthy),
             key=lambda lane: (not lane.has_free_slot, lane.busy, lane.index),
         )
         return {lane.id for lane in open_lanes[:count]}

@@ -18,6 +18,7 @@ from yolo_orch.api import devices, health, jobs, models
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api.auth import jobs_scope
 from yolo_orch.api.deps import Services
+from yolo_orch.api.docs import install_docs
 from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
@@ -37,18 +38,24 @@ from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
 from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
 from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.telemetry import GpuTelemetry
 from yolo_orch.weights import CheckpointInfo
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI:
-    """`runtime` replaces the one `settings.runtime` names (tests pass their own)."""
+def create_app(
+    settings: Settings,
+    *,
+    runtime: Runtime | None = None,
+    telemetry: GpuTelemetry | None = None,
+) -> FastAPI:
+    """`runtime` and `telemetry` replace the ones the settings would make (tests pass fakes)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            app.state.services = await _start(settings, runtime, stack)
+            app.state.services = await _start(settings, runtime, telemetry, stack)
             yield
 
     app = FastAPI(
@@ -56,7 +63,10 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
         version=__version__,
         summary="Runs YOLO inference and training jobs on the GPUs of one host.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
+    install_docs(app)  # from the package's own assets: no CDN
     install_problem_handlers(app)
     for router in (jobs.router, models.router, devices.router):
         app.include_router(router, dependencies=[jobs_scope])
@@ -71,7 +81,12 @@ def create_app(settings: Settings, *, runtime: Runtime | None = None) -> FastAPI
     return app
 
 
-async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitStack) -> Services:
+async def _start(
+    settings: Settings,
+    runtime: Runtime | None,
+    telemetry: GpuTelemetry | None,
+    stack: AsyncExitStack,
+) -> Services:
     lock = InstanceLock(settings.data_dir)
     lock.acquire()
     stack.callback(lock.release)
@@ -87,7 +102,11 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
     lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
     files = JobFiles(settings.jobs_dir)
-    metrics = Metrics(store, lanes, runtime)
+    if telemetry is None and settings.gpu_telemetry:
+        telemetry = GpuTelemetry()
+    if telemetry is not None:
+        stack.callback(telemetry.close)
+    metrics = Metrics(store, lanes, runtime, telemetry)
     dispatcher = Dispatcher(
         store,
         lanes,
@@ -109,6 +128,12 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
     )
     await dispatcher.recover()
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
+    if telemetry is not None and any(lane.gpu_index is not None for lane in lanes):
+        watcher = asyncio.create_task(
+            watch_gpu_health(lanes, telemetry, dispatcher, settings.gpu_health_interval_s),
+            name="gpu-health",
+        )
+        stack.callback(watcher.cancel)
 
     async def stop() -> None:
         service.draining = True
@@ -132,6 +157,7 @@ async def _start(settings: Settings, runtime: Runtime | None, stack: AsyncExitSt
         dispatcher=dispatcher,
         events=events,
         metrics=metrics,
+        telemetry=telemetry,
         jobs=service,
         migrations_at_head=migrations_at_head,
     )
@@ -151,6 +177,27 @@ async def _open_stores(
     stack.push_async_callback(db.close)
     head = migrate.head_revision()
     return SQLiteJobStore(db), SQLiteModelStore(db), lambda: migrate.current_revision(url) == head
+
+
+async def watch_gpu_health(
+    lanes: Lanes, telemetry: GpuTelemetry, dispatcher: Dispatcher, interval_s: float
+) -> None:
+    """Take lanes whose GPU reports a fatal state out of admission, and back when it recovers."""
+    while True:
+        for lane in lanes:
+            if lane.gpu_index is None:
+                continue
+            healthy = await anyio.to_thread.run_sync(telemetry.health, lane.gpu_index)
+            if healthy != lane.healthy:
+                lane.healthy = healthy
+                log.log(
+                    logging.INFO if healthy else logging.ERROR,
+                    "lane %s is %s",
+                    lane.id,
+                    "healthy again" if healthy else "unhealthy: its GPU reports a fatal state",
+                )
+                dispatcher.wake()
+        await asyncio.sleep(interval_s)
 
 
 def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:

@@ -89,6 +89,13 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=1 << 30, ge=1024, description="Largest upload: images of one job, or weights."
     )
+    gpu_telemetry: bool = Field(
+        default=True,
+        description="NVML readings in /v1/devices and /metrics, and GPU health checks.",
+    )
+    gpu_health_interval_s: float = Field(
+        default=30.0, gt=0, description="How often each GPU's health is read from NVML."
+    )
     tokens: list[Token] = Field(
         default_factory=list,
         description="Bearer tokens (hashes) allowed on /v1; none: no authentication.",

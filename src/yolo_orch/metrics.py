@@ -4,22 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from yolo_orch.admission import Lanes
+from yolo_orch.admission import Lane, Lanes
 from yolo_orch.domain import Job, JobState, Outcome
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
+from yolo_orch.telemetry import GpuTelemetry
 
+_GPU_GAUGES = (
+    ("memory_used_bytes", "memory_used_bytes", "GPU memory in use (NVML)."),
+    ("memory_total_bytes", "memory_total_bytes", "GPU memory in all (NVML)."),
+    ("utilization_percent", "utilization_percent", "GPU busy time over the last sample (NVML)."),
+    ("temperature_c", "temperature_celsius", "GPU temperature (NVML)."),
+    ("power_w", "power_watts", "GPU power draw (NVML)."),
+)
 _DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 
 
 class Metrics:
-    def __init__(self, store: JobStore, lanes: Lanes, runtime: Runtime) -> None:
+    def __init__(
+        self, store: JobStore, lanes: Lanes, runtime: Runtime, telemetry: GpuTelemetry | None
+    ) -> None:
         self._store = store
         self._lanes = lanes
+        self._telemetry = telemetry
         self.registry = CollectorRegistry(auto_describe=True)
         self._jobs = Gauge(
             "yolo_orch_jobs", "Jobs by state and kind.", ["state", "kind"], registry=self.registry
@@ -40,6 +52,16 @@ class Metrics:
         self._lane_slots = Gauge(
             "yolo_orch_lane_slots", "Turns each lane has.", ["lane"], registry=self.registry
         )
+        self._lane_healthy = Gauge(
+            "yolo_orch_lane_healthy",
+            "1 unless its GPU reports a fatal state.",
+            ["lane"],
+            registry=self.registry,
+        )
+        self._gpu = {
+            field: Gauge(f"yolo_orch_gpu_{name}", help_text, ["lane"], registry=self.registry)
+            for field, name, help_text in _GPU_GAUGES
+        }
         self.rejected = Counter(
             "yolo_orch_rejected_submissions",
             "Submissions refused with 429 because the queue was full.",
@@ -59,10 +81,23 @@ class Metrics:
         self._queue_depth.set(
             sum(count for (state, _), count in counts.items() if state == JobState.QUEUED)
         )
+        for gauge in self._gpu.values():
+            gauge.clear()
         for lane in self._lanes:
             self._lane_busy.labels(lane=lane.id).set(lane.busy)
             self._lane_slots.labels(lane=lane.id).set(lane.slots)
+            self._lane_healthy.labels(lane=lane.id).set(int(lane.healthy))
+            await self._read_gpu(lane)
         return generate_latest(self.registry)
+
+    async def _read_gpu(self, lane: Lane) -> None:
+        if self._telemetry is None or lane.gpu_index is None:
+            return
+        reading = await anyio.to_thread.run_sync(self._telemetry.read, lane.gpu_index)
+        for field, gauge in self._gpu.items():
+            value = getattr(reading, field, None) if reading else None
+            if value is not None:  # a reading NVML could not take is left out, not zero
+                gauge.labels(lane=lane.id).set(value)
 
 
 class _ModelCache(Collector):

@@ -18,6 +18,7 @@ from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.service import JobService
 from yolo_orch.store.base import JobStore
+from yolo_orch.telemetry import GpuTelemetry
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Services:
     dispatcher: Dispatcher
     events: JobEvents
     metrics: Metrics
+    telemetry: GpuTelemetry | None
     jobs: JobService
     migrations_at_head: Callable[[], bool]
     """Blocking; readiness runs it in a thread."""

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import anyio.to_thread
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from yolo_orch.api.deps import ServicesDep
+from yolo_orch.admission import Lane
+from yolo_orch.api.deps import Services, ServicesDep
+from yolo_orch.telemetry import GpuReading
 
 router = APIRouter(prefix="/v1/devices", tags=["devices"])
 
@@ -16,6 +21,12 @@ class LanePublic(BaseModel):
     busy: int = Field(description="Turns taken now.")
     jobs: list[str] = Field(description="Ids of the jobs running on this lane.")
     models: list[str] = Field(description="Names of the models loaded on this lane.")
+    healthy: bool = Field(description="False while its GPU reports a fatal state.")
+    memory_used_bytes: int | None = Field(default=None, description="From NVML; null without.")
+    memory_total_bytes: int | None = None
+    utilization_percent: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
 
 
 class DeviceList(BaseModel):
@@ -26,9 +37,10 @@ class DeviceList(BaseModel):
 @router.get("", response_model=DeviceList, summary="Lanes, their jobs and loaded models")
 async def list_devices(services: ServicesDep) -> DeviceList:
     names = {model.sha256: model.name for model in await services.models.list_models()}
-    return DeviceList(
-        runtime=services.runtime.name,
-        devices=[
+    devices = []
+    for lane in services.lanes:
+        reading = await gpu_reading(services, lane)
+        devices.append(
             LanePublic(
                 id=lane.id,
                 slots=lane.slots,
@@ -37,7 +49,14 @@ async def list_devices(services: ServicesDep) -> DeviceList:
                 models=[
                     names.get(sha, sha[:12]) for sha in services.runtime.cached_models(lane.id)
                 ],
+                healthy=lane.healthy,
+                **(dataclasses.asdict(reading) if reading else {}),
             )
-            for lane in services.lanes
-        ],
-    )
+        )
+    return DeviceList(runtime=services.runtime.name, devices=devices)
+
+
+async def gpu_reading(services: Services, lane: Lane) -> GpuReading | None:
+    if services.telemetry is None or lane.gpu_index is None:
+        return None
+    return await anyio.to_thread.run_sync(services.telemetry.read, lane.gpu_index)  # may hang

@@ -21,6 +21,8 @@ async def healthz() -> Health:
     "/readyz",
     response_model=Readiness,
     summary="Readiness: database writable, migrations at head, lanes present, not draining",
+    description="200 `ready`; 200 `degraded` when some lane's GPU reports a fatal state (the "
+    "others keep serving); 503 `not_ready` otherwise.",
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(services: ServicesDep) -> JSONResponse:
@@ -29,12 +31,18 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         writable = True
     except Exception:
         writable = False
+    healthy = [lane.healthy for lane in services.lanes]
     checks = {
         "database_writable": writable,
         "migrations_at_head": await anyio.to_thread.run_sync(services.migrations_at_head),
-        "lanes_present": len(services.lanes) > 0,
+        "lanes_present": any(healthy),
         "accepting_jobs": not services.jobs.draining,
     }
-    ready = all(checks.values())
-    body = Readiness(status="ready" if ready else "not_ready", checks=checks)
-    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+    if not all(checks.values()):
+        status = "not_ready"
+    elif not all(healthy):
+        status = "degraded"  # serving on the lanes left; an operator should look
+    else:
+        status = "ready"
+    body = Readiness(status=status, checks={**checks, "all_lanes_healthy": all(healthy)})
+    return JSONResponse(body.model_dump(), status_code=503 if status == "not_ready" else 200)
