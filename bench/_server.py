@@ -105,9 +105,9 @@ def wait_all_terminal(client: httpx.Client, timeout_s: float, interval_s: float 
     """Until no job is queued or running."""
     deadline = time.monotonic() + timeout_s
     while True:
-        active = client.get(
-            "/v1/jobs", params={"state": ["queued", "running"], "limit": 1}
-        ).json()["jobs"]
+        active = client.get("/v1/jobs", params={"state": ["queued", "running"], "limit": 1}).json()[
+            "jobs"
+        ]
         if not active:
             return
         if time.monotonic() > deadline:

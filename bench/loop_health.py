@@ -24,7 +24,10 @@ def main() -> None:
         "inputs": ["a.jpg"],
         "params": {"sim_seconds": 60, "sim_steps": 6000},
     }
-    with running_server(sim_lanes=args.lanes) as server, httpx.Client(base_url=server.url) as client:
+    with (
+        running_server(sim_lanes=args.lanes) as server,
+        httpx.Client(base_url=server.url) as client,
+    ):
         idle = probe(client, args.probes)
         jobs = [client.post("/v1/jobs", json=busy_job).json()["id"] for _ in range(args.lanes)]
         deadline = time.monotonic() + 10

@@ -77,7 +77,7 @@ _IMPORT_BODY: dict[str, Any] = {
                     },
                 }
             },
-            "application/json": {"schema": {"$ref": "#/components/schemas/ModelImportFromPath"}},
+            "application/json": {"schema": ModelImportFromPath.model_json_schema()},
         },
     }
 }

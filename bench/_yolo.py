@@ -1,0 +1,107 @@
+"""A workspace for benchmarks of the real runtime on this host: a tiny real checkpoint under a
+model root, generated images (and a tiny training set) under a data root, a server with
+`runtime = "auto"` over them, and the checkpoint imported into its registry as `tiny`."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench._server import BenchServer, running_server
+
+MODEL = "tiny"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+    data: Path
+    """The server's data root."""
+    weights: Path
+    """The checkpoint, `tiny.pt`, under the server's model root."""
+
+
+def configure(base: Path) -> None:
+    """ultralytics offline and quiet in this process; before anything imports it."""
+    from yolo_orch.runners.yolo_env import configure_ultralytics
+
+    configure_ultralytics(base / "ultralytics-config")
+
+
+@contextlib.contextmanager
+def workspace(image_sets: dict[str, int], dataset: bool = False) -> Iterator[Workspace]:
+    """`image_sets`: folder name -> image count, written under the data root."""
+    from tests.yolo_fixtures import build_checkpoint, make_images
+
+    with tempfile.TemporaryDirectory(prefix="yolo-orch-bench-ws-") as tmp:
+        root = Path(tmp)
+        configure(root)
+        data = root / "data"
+        for seed, (name, count) in enumerate(sorted(image_sets.items())):
+            make_images(data / name, count, seed=seed)
+        if dataset:
+            from tests.training_fixtures import make_dataset
+
+            make_dataset(data / "train-set", n_train=16, n_val=4, size=64)
+        weights = build_checkpoint(root / "weights" / f"{MODEL}.pt")
+        yield Workspace(root, data, weights)
+
+
+@contextlib.contextmanager
+def real_server(ws: Workspace, **settings: object) -> Iterator[BenchServer]:
+    """A `runtime = "auto"` server over `ws`, with the checkpoint imported as `tiny`."""
+    with running_server(
+        runtime="auto",
+        data_roots=[ws.data],
+        model_roots=[ws.weights.parent],
+        max_files_per_job=1000,
+        **settings,
+    ) as server:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            response = client.post("/v1/models", json={"path": ws.weights.name})
+            if response.status_code not in (200, 201):
+                raise RuntimeError(f"model import: {response.status_code} {response.text}")
+        yield server
+
+
+def inference_job(inputs: list[str], imgsz: int) -> dict[str, Any]:
+    return {"kind": "inference", "model": MODEL, "inputs": inputs, "params": {"imgsz": imgsz}}
+
+
+def wait_job(
+    client: httpx.Client, job_id: str, timeout_s: float = 600, interval_s: float = 0.005
+) -> dict[str, Any]:
+    """Poll until the job is terminal; return it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        if job["state"] in ("succeeded", "failed", "cancelled"):
+            return job
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s}s")
+        time.sleep(interval_s)
+
+
+def training_probe(client: httpx.Client, **params: object) -> httpx.Response:
+    """POST a small real training job on the generated dataset (see `workspace(dataset=True)`)."""
+    body = {
+        "kind": "training",
+        "model": MODEL,
+        "dataset": "train-set/data.yaml",
+        "params": {"epochs": 2, "imgsz": 64, "batch": 8, **params},
+    }
+    return client.post("/v1/jobs", json=body)
+
+
+def training_unsupported(response: httpx.Response) -> bool:
+    if response.status_code != 422:
+        return False
+    body: dict[str, Any] = response.json()
+    return body.get("code") == "unsupported_kind"

@@ -1,0 +1,120 @@
+"""Lane utilisation of the dispatcher: busy lane-time / (lanes x wall time), simulated runtime,
+4 simulated lanes, a saturating mixed stream of 1-lane inference and 2-lane training jobs.
+
+    python -m bench.admission [--lanes 4] [--seconds 0.05 0.2 1.0] [--work 12] [--training 0.2]
+
+How the stream saturates: a 4-lane "gate" job holds every lane while the queue is filled (so
+submission speed does not limit the dispatcher), then is cancelled. Wall time runs from the
+gate's end to the last job's end; busy lane-time is the sum of (finished_at - started_at) x gpus
+of the other jobs. `--work` sets how many seconds of work (per lane) each run queues.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import time
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from bench._server import list_jobs, running_server, wait_all_terminal
+
+
+def job_body(
+    index: int, seconds: float, training_share: float, rng: random.Random
+) -> dict[str, Any]:
+    params = {"sim_seconds": seconds, "sim_steps": 2}
+    if rng.random() < training_share:
+        return {
+            "kind": "training",
+            "model": "sim",
+            "dataset": f"d{index}",
+            "gpus": 2,
+            "params": params,
+        }
+    return {"kind": "inference", "model": "sim", "inputs": [f"i{index}"], "params": params}
+
+
+async def fill(url: str, bodies: list[dict[str, Any]], clients: int = 8) -> None:
+    todo = iter(bodies)
+
+    async def loop(client: httpx.AsyncClient) -> None:
+        for body in todo:
+            response = await client.post("/v1/jobs", json=body)
+            if response.status_code != 202:
+                raise RuntimeError(f"{response.status_code}: {response.text}")
+
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        await asyncio.gather(*(loop(client) for _ in range(clients)))
+
+
+def run(lanes: int, seconds: float, work_s: float, training_share: float) -> dict[str, float]:
+    rng = random.Random(42)
+    lane_seconds_per_job = seconds * (1 + training_share)
+    count = max(20, int(work_s * lanes / lane_seconds_per_job))
+    bodies = [job_body(i, seconds, training_share, rng) for i in range(count)]
+    gate_body = {
+        "kind": "training",
+        "model": "sim",
+        "gpus": lanes,
+        "params": {"sim_seconds": 3600, "sim_steps": 10_000},
+    }
+    with (
+        running_server(sim_lanes=lanes, max_queued=count + 10) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        gate = client.post("/v1/jobs", json=gate_body).json()["id"]
+        while client.get(f"/v1/jobs/{gate}").json()["state"] != "running":
+            time.sleep(0.01)
+        asyncio.run(fill(server.url, bodies))
+        client.post(f"/v1/jobs/{gate}/cancel")
+        wait_all_terminal(client, timeout_s=count * seconds + 120)
+        jobs = [job for job in list_jobs(client) if job["id"] != gate]
+        gate_job = client.get(f"/v1/jobs/{gate}").json()
+    states = {job["state"] for job in jobs}
+    if states != {"succeeded"}:
+        raise RuntimeError(f"unexpected job states: {states}")
+    begin = _ts(gate_job["finished_at"])
+    end = max(_ts(job["finished_at"]) for job in jobs)
+    busy = sum((_ts(job["finished_at"]) - _ts(job["started_at"])) * job["gpus"] for job in jobs)
+    ideal = sum(seconds * job["gpus"] for job in jobs)
+    wall = end - begin
+    return {
+        "jobs": len(jobs),
+        "training": sum(job["kind"] == "training" for job in jobs),
+        "wall": wall,
+        "utilisation": busy / (lanes * wall),
+        "useful": ideal / (lanes * wall),
+    }
+
+
+def _ts(stamp: Any) -> float:
+    return datetime.fromisoformat(str(stamp)).timestamp()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--lanes", type=int, default=4)
+    parser.add_argument("--seconds", type=float, nargs="+", default=[0.05, 0.2, 1.0])
+    parser.add_argument("--work", type=float, default=12.0, help="seconds of work per lane")
+    parser.add_argument("--training", type=float, default=0.2, help="share of 2-lane jobs")
+    args = parser.parse_args()
+    print(f"{args.lanes} simulated lanes; {args.training:.0%} of jobs are 2-lane training")
+    print(
+        f"{'sim_seconds':>11} {'jobs':>6} {'2-lane':>6} {'wall s':>7} "
+        f"{'utilisation':>11} {'useful':>7}"
+    )
+    for seconds in args.seconds:
+        row = run(args.lanes, seconds, args.work, args.training)
+        print(
+            f"{seconds:>11.2f} {row['jobs']:>6.0f} {row['training']:>6.0f} {row['wall']:>7.1f} "
+            f"{row['utilisation']:>11.3f} {row['useful']:>7.3f}"
+        )
+    print("utilisation: lanes held by jobs (started_at..finished_at); useful: sim_seconds only")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Training and inference throughput through the real runners on this host's CUDA lanes.
+
+Trains one short run from `yolo11n.yaml` on a synthetic dataset on 1 lane, and on 2 lanes (the
+in-process DataParallel split) where the host has them; then runs inference with the trained
+model on every lane. Prints images/second. Without CUDA it prints "no CUDA: skipped" and exits 0;
+`--cpu` runs the same path on the CPU, small, as a smoke test.
+
+python -m bench.gpu_check [--cpu] [--epochs 1] [--images 256] [--imgsz 320] [--batch 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.training_fixtures import TrainingRecorder, make_dataset
+from tests.yolo_fixtures import RecordingContext, ensure_ultralytics, fixed_resolver, make_images
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cpu", action="store_true", help="smoke test on the CPU, small")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--images", type=int, help="training images (default 256; 16 with --cpu)")
+    parser.add_argument("--imgsz", type=int, help="default 320; 64 with --cpu")
+    parser.add_argument("--batch", type=int, help="default 32; 8 with --cpu")
+    parser.add_argument("--workers", type=int, help="DataLoader workers (default 2; CPU: 0)")
+    parser.add_argument("--predict", type=int, default=64, help="images per inference run")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
+        base = Path(tmp)
+        ensure_ultralytics(base)  # before anything imports ultralytics
+        import torch
+
+        if args.cpu:
+            lanes = ["cpu"]
+        elif torch.cuda.is_available():
+            lanes = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+        else:
+            print("no CUDA: skipped (use --cpu for a CPU smoke test)")
+            return 0
+        small = args.cpu
+        n_train = args.images or (16 if small else 256)
+        imgsz = args.imgsz or (64 if small else 320)
+        params = {
+            "epochs": args.epochs,
+            "imgsz": imgsz,
+            "batch": args.batch or (8 if small else 32),
+            "workers": args.workers if args.workers is not None else (0 if small else 2),
+        }
+        dataset = make_dataset(base / "data" / "ds", n_train, max(n_train // 4, 2), size=imgsz)
+        rows: list[tuple[str, str, float, float]] = []
+        lane_sets = [tuple(lanes[:1])] + ([tuple(lanes[:2])] if len(lanes) > 1 else [])
+        trained: Path | None = None
+        for lane_set in lane_sets:
+            model, total_s, loop_s = train(base, dataset, lane_set, params)
+            trained = trained or model
+            label = "+".join(lane_set)
+            images = n_train * args.epochs
+            rows.append(("train", label, images / total_s, images / loop_s))
+        assert trained is not None
+        sources = make_images(base / "predict", args.predict)
+        for lane in lanes:
+            rows.append(("predict", lane, *predict(base, trained, lane, sources, imgsz)))
+    print(f"{'what':<8} {'lanes':<16} {'img/s A':>9} {'img/s B':>9}")
+    for what, label, first, second in rows:
+        print(f"{what:<8} {label:<16} {first:>9.1f} {second:>9.1f}")
+    print("train A: the whole job (set-up and validation included), B: training batches only")
+    print("predict A: the first job (model load and warm-up included), B: a second job, warm")
+    return 0
+
+
+def train(
+    base: Path, dataset: Path, lanes: tuple[str, ...], params: dict[str, Any]
+) -> tuple[Path, float, float]:
+    """Train through the runner; returns the registered best.pt, the job's seconds and the
+    seconds from the first to the last training batch."""
+    from yolo_orch.runners.training import YoloTrainingRunner
+
+    kept: list[Path] = []
+
+    def register(path: Path, name: str) -> dict[str, Any]:
+        target = base / "models" / f"{name}.pt"
+        target.parent.mkdir(exist_ok=True)
+        target.write_bytes(path.read_bytes())
+        kept.append(target)
+        return {"id": name, "name": name}
+
+    stamps: list[float] = []
+    recorder = TrainingRecorder()
+    report = recorder.report
+
+    def timed(progress: Any) -> None:
+        stamps.append(time.perf_counter())
+        report(progress)
+
+    recorder.report = timed  # type: ignore[method-assign]
+    runner = YoloTrainingRunner(fixed_resolver({}), register, data_roots=[dataset.parent.parent])
+    workdir = base / "jobs" / "-".join(lane.replace(":", "") for lane in lanes)
+    ctx = recorder.context(workdir, dataset, devices=lanes, job_id=workdir.name, **params)
+    started = time.perf_counter()
+    runner.run(ctx)
+    total = time.perf_counter() - started
+    return kept[0], total, stamps[-1] - stamps[0]
+
+
+def predict(
+    base: Path, model: Path, lane: str, sources: list[Path], imgsz: int
+) -> tuple[float, float]:
+    """Images/second of an inference job on `lane`: cold (load and warm-up included), then warm."""
+    from yolo_orch.runners.inference import YoloInferenceRunner
+    from yolo_orch.weights import ResolvedWeights, sha256_file
+
+    weights = ResolvedWeights(model, sha256_file(model))
+    runner = YoloInferenceRunner(fixed_resolver({"trained": weights}))
+    speeds = []
+    for attempt in ("cold", "warm"):
+        ctx = RecordingContext().context(
+            base / "infer" / attempt, sources, model="trained", device=lane, imgsz=imgsz
+        )
+        started = time.perf_counter()
+        runner.run(ctx)
+        speeds.append(len(sources) / (time.perf_counter() - started))
+    return speeds[0], speeds[1]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""Checking a client's detection `data.yaml` before ultralytics ever reads it.
+
+ultralytics acts on a data.yaml in ways a server cannot allow (`data/utils.py` `check_det_dataset`):
+- `download:` runs when a split is missing: a URL is fetched, `bash ...` is run, anything else is
+  `exec()`'d as Python. Refused outright (`unsafe_dataset`), whatever the paths look like.
+- `path:` that does not exist is looked up under ultralytics' datasets folder; relative
+  `train`/`val` entries starting with `../` are retried without it; list files (`train: x.txt`)
+  may name images by absolute path, or relative to the process's working directory.
+- `masks_dir`, `label_mapping`, `bg_class_idx`, `depth_scale`, `kpt_shape`, `minival`, ... switch
+  dataset classes and behaviour meant for other tasks.
+
+So the rules: the yaml, its `path`, every `train`/`val`/`test` entry, and every image a list file
+names must resolve (symlinks followed) inside the data roots; `names` is required; and the runner
+never hands the client's file to ultralytics: it writes `Dataset.for_ultralytics()`, which carries
+only `path`, `train`, `val`, `test`, `names`, `nc` and `channels`, as absolute paths. Other keys
+are ignored (exports add metadata such as `roboflow:`). Not checked: files inside the image folders
+(ultralytics globs them; a symlink placed there by someone who can write to a data root is
+followed), and ultralytics writes a `labels.cache` next to each labels folder when it can.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from yolo_orch.errors import InvalidJob, PathOutsideRoots
+from yolo_orch.inputs import check_relative
+
+__all__ = ["Dataset", "check_dataset", "load_dataset"]
+
+MAX_YAML_BYTES = 1 << 20
+MAX_CLASSES = 10_000
+_SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    yaml_path: Path
+    root: Path
+    splits: dict[str, tuple[Path, ...]]
+    """`train`, `val` and, when given, `test`: real paths of folders or image-list files."""
+    names: tuple[str, ...]
+    channels: int
+
+    def for_ultralytics(self) -> dict[str, Any]:
+        """The only mapping ultralytics gets: absolute paths, nothing it could act on."""
+        data: dict[str, Any] = {
+            "path": str(self.root),
+            "names": dict(enumerate(self.names)),
+            "nc": len(self.names),
+            "channels": self.channels,
+        }
+        data.update({split: [str(p) for p in paths] for split, paths in self.splits.items()})
+        return data
+
+
+def check_dataset(relative: str, data_roots: Sequence[Path]) -> Path:
+    """Find `relative` (a data.yaml) under a data root, check it, and return its real path.
+
+    Blocking (it reads files): call it from a worker thread.
+    """
+    check_relative(relative)
+    roots = _real_roots(data_roots)
+    for root in roots:
+        candidate = root / relative
+        if os.path.lexists(candidate):
+            real = _contained(candidate, roots, relative)
+            if not real.is_file():
+                raise InvalidJob(f"{relative!r} is not a file", code="dataset_not_found")
+            load_dataset(real, data_roots)
+            return real
+    raise InvalidJob(f"{relative!r} is not under the data roots", code="dataset_not_found")
+
+
+def load_dataset(yaml_path: Path, data_roots: Sequence[Path]) -> Dataset:
+    """Parse and check a data.yaml at a real path (again at run time: the file may have changed)."""
+    roots = _real_roots(data_roots)
+    real = _contained(yaml_path, roots, str(yaml_path))
+    if real.suffix.lower() not in {".yaml", ".yml"}:
+        raise InvalidJob(f"{real.name} must be a .yaml or .yml file", code="invalid_dataset")
+    try:
+        if real.stat().st_size > MAX_YAML_BYTES:
+            raise InvalidJob(
+                f"{real.name} is larger than {MAX_YAML_BYTES} bytes", "invalid_dataset"
+            )
+        data = yaml.safe_load(real.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidJob(f"{real.name} no longer exists", code="dataset_not_found") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise InvalidJob(f"{real.name} is not readable YAML: {e}", code="invalid_dataset") from e
+    if not isinstance(data, dict):
+        raise InvalidJob(f"{real.name} must hold a YAML mapping", code="invalid_dataset")
+    if "download" in data:
+        raise InvalidJob(
+            f"{real.name} has a 'download' key; ultralytics would fetch or execute it, so datasets "
+            "must be complete on disk and carry no 'download'",
+            code="unsafe_dataset",
+        )
+    names = _names(data.get("names"), real.name)
+    nc = data.get("nc")
+    if nc is not None and nc != len(names):
+        raise InvalidJob(f"nc is {nc!r} but names has {len(names)} entries", "invalid_dataset")
+    channels = data.get("channels", 3)
+    if channels not in (1, 3) or isinstance(channels, bool):
+        raise InvalidJob("channels must be 1 or 3", code="invalid_dataset")
+    root = _dataset_root(data.get("path"), real, roots)
+    splits: dict[str, tuple[Path, ...]] = {}
+    for split in _SPLITS:
+        value = data.get(split)
+        if value is None and split == "test":
+            continue
+        splits[split] = tuple(
+            _split_path(entry, split, root, roots) for entry in _entries(value, split)
+        )
+    return Dataset(yaml_path=real, root=root, splits=splits, names=names, channels=channels)
+
+
+def _real_roots(data_roots: Sequence[Path]) -> list[Path]:
+    if not data_roots:
+        raise InvalidJob("this server has no data_roots configured", code="no_data_roots")
+    return [Path(os.path.realpath(root)) for root in data_roots]
+
+
+def _contained(path: Path, roots: Sequence[Path], shown: str) -> Path:
+    real = Path(os.path.realpath(path))
+    if not any(real.is_relative_to(root) for root in roots):
+        raise PathOutsideRoots(shown, "it leads outside the data roots")
+    return real
+
+
+def _names(value: object, file: str) -> tuple[str, ...]:
+    if isinstance(value, list) and value and all(isinstance(n, str) for n in value):
+        names: list[str] = value
+    elif isinstance(value, dict) and value and all(isinstance(n, str) for n in value.values()):
+        ids = [k for k in value if isinstance(k, int) and not isinstance(k, bool)]
+        if sorted(ids) != list(range(len(value))):
+            raise InvalidJob(
+                f"{file}: names must map class ids 0..n-1 to strings", "invalid_dataset"
+            )
+        names = [value[i] for i in range(len(value))]
+    else:
+        raise InvalidJob(
+            f"{file} needs 'names': a non-empty list of strings, or a mapping of class id to name",
+            code="invalid_dataset",
+        )
+    if len(names) > MAX_CLASSES:
+        raise InvalidJob(f"{file} has more than {MAX_CLASSES} classes", code="invalid_dataset")
+    return tuple(names)
+
+
+def _dataset_root(value: object, yaml_path: Path, roots: Sequence[Path]) -> Path:
+    if value is None:
+        return yaml_path.parent
+    if not isinstance(value, str) or not value:
+        raise InvalidJob("path must be a folder name", code="invalid_dataset")
+    root = _contained(yaml_path.parent / value, roots, value)  # an absolute `value` replaces it
+    if not root.is_dir():
+        raise InvalidJob(f"path {value!r} is not a folder", code="dataset_not_found")
+    return root
+
+
+def _entries(value: object, split: str) -> list[str]:
+    if isinstance(value, str) and value:
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return value
+    raise InvalidJob(f"{split} must be a path or a non-empty list of paths", "invalid_dataset")
+
+
+def _split_path(entry: str, split: str, root: Path, roots: Sequence[Path]) -> Path:
+    real = _contained(root / entry, roots, entry)
+    if real.is_dir():
+        return real
+    if not real.is_file():
+        raise InvalidJob(f"{split} entry {entry!r} does not exist", code="dataset_not_found")
+    _check_image_list(real, entry, roots)
+    return real
+
+
+def _check_image_list(list_file: Path, shown: str, roots: Sequence[Path]) -> None:
+    """A list file names one image a line: `./x` relative to its folder (ultralytics' rule), or
+    absolute. Other relative lines would be read relative to the server's working directory."""
+    try:
+        with list_file.open(encoding="utf-8") as f:
+            for number, raw in enumerate(f, start=1):
+                line = raw.strip()
+                if not line:
+                    continue
+                if line.startswith("./"):
+                    image = list_file.parent / line[2:]
+                elif os.path.isabs(line):
+                    image = Path(line)
+                else:
+                    raise InvalidJob(
+                        f"{shown} line {number}: image paths must be absolute or start with './'",
+                        code="invalid_dataset",
+                    )
+                _contained(image, roots, f"{shown} line {number}")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidJob(f"{shown} is not a readable image list: {e}", "invalid_dataset") from e

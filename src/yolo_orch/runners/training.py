@@ -1,0 +1,517 @@
+"""Training jobs: ultralytics' `DetectionTrainer` in the job's worker thread, on the job's lanes.
+
+Decisions (measurements and reasons in ULTRALYTICS.md):
+- One device for ultralytics (`"0"`-style or `"cpu"`), so it never launches DDP subprocesses, which
+  would take progress and cancel out of this process. With k > 1 CUDA lanes the trainer's model is
+  wrapped after set-up so that only the images go through `nn.DataParallel`; the predictions are
+  gathered on the first lane and the loss is computed once on the whole batch (`batch_idx` holds
+  global image indices, so the batch dict itself must not be scattered). BatchNorm statistics are
+  per replica. The split is injectable (`make_parallel`) so it can be exercised on a CPU.
+- `amp=False`: ultralytics' AMP check loads (downloads) a model on CUDA, and bf16, which skips the
+  check, is not carried into DataParallel's replica threads (they autocast to fp16). fp32 costs
+  speed and memory on GPUs; it is the safe choice until measured otherwise.
+- `compile=False`, `plots=False`, no `batch=-1` (AutoBatch sizes for one GPU), and
+  `deterministic=False`: deterministic mode flips process-wide torch switches that would slow and
+  warn in every other job of this process.
+- `workers` (DataLoader processes) defaults to 0: batches load in this thread. A forked child of a
+  multi-threaded server inherits locks other threads held (allocator, logging, OpenMP) and can hang,
+  so workers > 0 start through a `forkserver` context instead of fork (the workers import the
+  process's `__main__`, which must keep its start-up under `if __name__ == "__main__"`).
+  ultralytics itself uses 0 on the CPU.
+- Seeds: ultralytics reseeds `random`, NumPy and torch process-wide when a trainer starts, so two
+  trainings (or a training and anything random) in one process disturb each other's determinism.
+- Resume: ultralytics writes `last.pt` after each completed epoch. A run that finds one in its
+  workdir (the server requeued it after a crash) resumes at the next epoch; a finished one (the
+  optimizer stripped, or the final epoch saved) only registers its result; an unreadable one (a
+  crash while it was written) is ignored and training starts again.
+- Cancel: `JobCancelled` is raised from batch callbacks (training and validation): `last.pt` of the
+  last completed epoch stays resumable (`trainer.stop = True` would strip it).
+
+Call `configure_ultralytics` before constructing the runner (offline, safe load).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from yolo_orch.datasets import load_dataset
+from yolo_orch.domain import JobResult, JsonObject, Progress
+from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
+from yolo_orch.runners.base import RunContext
+from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from ultralytics.models.yolo.detect import DetectionTrainer
+
+__all__ = [
+    "MakeParallel",
+    "TrainingParams",
+    "YoloTrainingRunner",
+    "data_parallel",
+    "wrap_parallel",
+]
+
+log = logging.getLogger(__name__)
+
+ResolveWeights = Callable[[str], ResolvedWeights]
+RegisterModel = Callable[[Path, str], JsonObject]
+RunImages = Callable[["torch.Tensor"], Any]
+"""Runs the model on a batch of images and returns its predictions on the first lane."""
+MakeParallel = Callable[["nn.Module", tuple[str, ...]], RunImages]
+"""Given the model (on the first lane) and all the job's lanes, how to split a batch across them."""
+
+RUN_NAME = "train"
+METRICS_FILE = "metrics.json"
+ARTIFACTS = ("best.pt", "last.pt", "results.csv")
+OPTIMIZERS = frozenset(
+    {"auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop"}
+)
+DETECT_HEADS = frozenset({"Detect", "v10Detect"})
+"""Heads a `DetectionTrainer` trains; RT-DETR, World/YOLOE and other tasks need other trainers."""
+_METRIC_KEYS = {
+    "precision": "metrics/precision(B)",
+    "recall": "metrics/recall(B)",
+    "mAP50": "metrics/mAP50(B)",
+    "mAP50-95": "metrics/mAP50-95(B)",
+}
+_ARCHITECTURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.yaml")
+
+
+@dataclass(frozen=True)
+class TrainingParams:
+    epochs: int = 100
+    imgsz: int = 640
+    batch: int = 16
+    patience: int = 100
+    lr0: float = 0.01
+    optimizer: str = "auto"
+    seed: int = 0
+    workers: int = 0
+    """DataLoader worker processes; see the module notes for why 0."""
+    output_name: str | None = None
+
+    @classmethod
+    def from_job(cls, params: JsonObject) -> TrainingParams:
+        """Check the types and ranges of a job's `params`; unknown keys are ignored."""
+        d = cls()
+        optimizer = params.get("optimizer", d.optimizer)
+        if optimizer not in OPTIMIZERS:
+            raise InvalidJobInput(
+                f"params.optimizer must be one of {', '.join(sorted(OPTIMIZERS))}"
+            )
+        lr0 = params.get("lr0", d.lr0)
+        if not isinstance(lr0, int | float) or isinstance(lr0, bool) or not 0 < lr0 <= 1:
+            raise InvalidJobInput("params.lr0 must be a number above 0 and at most 1")
+        output_name = params.get("output_name")
+        if output_name is not None and (not isinstance(output_name, str) or not output_name):
+            raise InvalidJobInput("params.output_name must be a non-empty string")
+        return cls(
+            epochs=_int(params, "epochs", d.epochs, 1, 10_000),
+            imgsz=_int(params, "imgsz", d.imgsz, 32, 8192),
+            batch=_int(params, "batch", d.batch, 1, 4096),
+            patience=_int(params, "patience", d.patience, 0, 10_000),
+            lr0=float(lr0),
+            optimizer=str(optimizer),
+            seed=_int(params, "seed", d.seed, 0, 2**31 - 1),
+            workers=_int(params, "workers", d.workers, 0, 64),
+            output_name=output_name,
+        )
+
+
+def data_parallel(model: nn.Module, lanes: tuple[str, ...]) -> RunImages:
+    """`nn.DataParallel` over the job's CUDA lanes, gathering on the first."""
+    import torch
+
+    ids = [_cuda_index(lane) for lane in lanes]
+    if None in ids:
+        raise InvalidJobInput(f"training on several lanes needs CUDA lanes, not {lanes!r}")
+    device_ids = [i for i in ids if i is not None]
+    parallel = torch.nn.DataParallel(model, device_ids=device_ids, output_device=device_ids[0])
+
+    def run(images: torch.Tensor) -> Any:
+        return parallel(images)
+
+    return run
+
+
+def wrap_parallel(model: nn.Module, run_images: RunImages) -> nn.Module:
+    """A model whose training forward runs only the images through `run_images` and computes the
+    loss once on the whole batch. The inner model is `module`, so ultralytics' `unwrap_model`, EMA
+    and checkpoints see through the wrapper."""
+    return _classes().parallel_model(model, run_images)
+
+
+class YoloTrainingRunner:
+    """Runs training jobs: `spec.dataset_path` (a checked data.yaml) on the job's lanes."""
+
+    def __init__(
+        self,
+        resolve_weights: ResolveWeights,
+        register_model: RegisterModel,
+        *,
+        data_roots: Sequence[Path],
+        make_parallel: MakeParallel = data_parallel,
+        cpu_threads: int | None = None,
+    ) -> None:
+        """`data_roots`: the dataset is checked again when the job starts (it may have changed
+        since submission: a `download` key added, a path pointed elsewhere)."""
+        self._resolve_weights = resolve_weights
+        self._register_model = register_model
+        self._data_roots = tuple(data_roots)
+        self._make_parallel = make_parallel
+        self._cpu_threads = cpu_threads if cpu_threads is not None else (os.cpu_count() or 1)
+
+    def run(self, ctx: RunContext) -> JobResult:
+        import torch
+
+        params = TrainingParams.from_job(ctx.job.params)
+        device = _ultralytics_device(ctx.devices)
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        data_yaml = self._write_dataset(ctx)
+        run_dir = ctx.workdir / RUN_NAME
+        last = run_dir / "weights" / "last.pt"
+        tracker = _Tracker(ctx, ctx.workdir / METRICS_FILE)
+        try:
+            state = _checkpoint_state(last, params.epochs)
+            if state == "finished":
+                tracker.load_history()
+            else:
+                overrides = _overrides(params, data_yaml, device, ctx.workdir)
+                if state == "resumable":
+                    overrides = _resume_overrides(overrides, last, run_dir)
+                else:
+                    overrides["model"] = self._model_source(ctx)
+                self._train(ctx, overrides, tracker)
+        except torch.cuda.OutOfMemoryError as e:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            raise RuntimeError(f"CUDA out of memory: {e}") from e
+        return self._finish(ctx, params, run_dir, tracker)
+
+    def _write_dataset(self, ctx: RunContext) -> Path:
+        """The checked dataset as ultralytics will see it: absolute paths, no other keys."""
+        import yaml
+
+        raw = ctx.job.spec.get("dataset_path")
+        if not isinstance(raw, str) or not os.path.isabs(raw):
+            raise InvalidJobInput(
+                "spec.dataset_path must be the absolute path of a checked data.yaml"
+            )
+        try:
+            dataset = load_dataset(Path(raw), self._data_roots)
+        except (InvalidJob, PathOutsideRoots) as e:
+            raise InvalidJobInput(e.message) from e
+        target = ctx.workdir / "data.yaml"
+        _write_atomic(target, yaml.safe_dump(dataset.for_ultralytics(), sort_keys=False))
+        return target
+
+    def _model_source(self, ctx: RunContext) -> str:
+        """A registry checkpoint to fine-tune, or a shipped architecture to train from scratch."""
+        if ctx.job.model_id is None:
+            return _shipped_architecture(ctx.job.model)
+        weights = self._resolve_weights(ctx.job.model_id)
+        path = weights.path
+        if not path.is_file():  # ultralytics would go looking for a missing .pt online
+            raise FileNotFoundError(f"weights file {path} is missing")
+        actual = sha256_file(path)
+        if actual != weights.sha256:
+            raise ModelTampered(path, weights.sha256, actual)
+        task = inspect_checkpoint(path).task
+        if task != "detect":
+            raise InvalidJobInput(
+                f"model {ctx.job.model!r} is a {task!r} model; training needs detect"
+            )
+        return str(path)
+
+    def _train(self, ctx: RunContext, overrides: dict[str, Any], tracker: _Tracker) -> None:
+        import torch
+
+        trainer = _classes().trainer(overrides=overrides)
+        if len(ctx.devices) > 1:
+            lanes = ctx.devices
+            trainer.parallel = lambda model: self._make_parallel(model, lanes)
+        torch.set_num_threads(self._cpu_threads if ctx.devices[0] == "cpu" else 1)
+        for event in ("on_train_start", "on_train_epoch_start", "on_train_batch_end"):
+            trainer.add_callback(event, getattr(tracker, event))
+        trainer.add_callback("on_fit_epoch_end", tracker.on_fit_epoch_end)
+        trainer.add_callback("on_val_batch_end", tracker.check_cancel)
+        try:
+            trainer.train()
+        finally:
+            for name in ("train_loader", "test_loader"):  # workers outlive an exception otherwise
+                close = getattr(getattr(trainer, name, None), "close", None)
+                if close is not None:
+                    close()
+
+    def _finish(
+        self, ctx: RunContext, params: TrainingParams, run_dir: Path, tracker: _Tracker
+    ) -> JobResult:
+        weights = run_dir / "weights"
+        if not (weights / "best.pt").is_file():
+            raise RuntimeError(f"training ended without {weights / 'best.pt'}")
+        artifacts = ctx.workdir / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        names = []
+        for name in ARTIFACTS:
+            source = (run_dir if name.endswith(".csv") else weights) / name
+            if source.is_file():
+                tmp = artifacts / f".{name}.tmp"
+                shutil.copyfile(source, tmp)
+                os.replace(tmp, artifacts / name)
+                names.append(name)
+        output_name = params.output_name or f"train-{ctx.job.id[:8]}"
+        model = self._register_model(artifacts / "best.pt", output_name)
+        final = tracker.final or (_scores(tracker.history[-1]) if tracker.history else {})
+        epochs = tracker.history[-1]["epoch"] if tracker.history else 0
+        return JobResult(
+            summary={"model_id": model["id"], "epochs": epochs, "metrics": final},
+            detail={
+                "model": model,
+                "epochs": epochs,
+                "metrics": final,
+                "history": tracker.history,
+                "artifacts": names,
+            },
+        )
+
+
+class _Tracker:
+    """Progress over all epochs' batches, cancel checks, and the per-epoch metrics file."""
+
+    def __init__(self, ctx: RunContext, metrics_path: Path) -> None:
+        self._ctx = ctx
+        self._path = metrics_path
+        self.history: list[JsonObject] = []
+        self.final: JsonObject | None = None
+        """Scores of best.pt in ultralytics' final validation."""
+        self._done = 0
+        self._total = 0
+        self._in_epoch = False
+
+    def load_history(self, through_epoch: int | None = None) -> None:
+        """Epochs recorded by an earlier attempt (all, or the first `through_epoch`)."""
+        try:
+            loaded = json.loads(self._path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            loaded = []
+        entries = loaded if isinstance(loaded, list) else []
+        self.history = [
+            e
+            for e in entries
+            if isinstance(e, dict) and (through_epoch is None or e.get("epoch", 0) <= through_epoch)
+        ]
+
+    def check_cancel(self, _owner: object = None) -> None:
+        if self._ctx.should_cancel():
+            raise JobCancelled(f"cancelled after {self._done} of {self._total} batches")
+
+    def on_train_start(self, trainer: DetectionTrainer) -> None:
+        """A resumed run keeps what an earlier attempt recorded up to where it resumes."""
+        if trainer.start_epoch:
+            self.load_history(through_epoch=trainer.start_epoch)
+        else:
+            self.history = []
+
+    def on_train_epoch_start(self, trainer: DetectionTrainer) -> None:
+        # Recomputed each epoch: ultralytics halves the batch (more batches) after an early OOM.
+        batches = len(trainer.train_loader)
+        self._done = trainer.epoch * batches
+        self._total = trainer.epochs * batches
+        self._in_epoch = True
+        self._ctx.report_progress(Progress(self._done, self._total, "batches"))
+
+    def on_train_batch_end(self, trainer: DetectionTrainer) -> None:
+        self._done += 1
+        self._ctx.report_progress(Progress(self._done, self._total, "batches"))
+        self.check_cancel()
+
+    def on_fit_epoch_end(self, trainer: DetectionTrainer) -> None:
+        """After each epoch's validation, and once more after the final validation of best.pt."""
+        metrics: dict[str, Any] = dict(trainer.metrics or {})
+        if not self._in_epoch:
+            self.final = _scores(metrics)
+            return
+        self._in_epoch = False
+        loss: dict[str, Any] = trainer.tloss or {}
+        entry: JsonObject = {
+            "epoch": trainer.epoch + 1,
+            "train_loss": {str(k): round(float(v), 5) for k, v in loss.items()},
+            "val_loss": {
+                k.removeprefix("val/"): round(float(v), 5)
+                for k, v in metrics.items()
+                if k.startswith("val/")
+            },
+            **_scores(metrics),
+        }
+        self.history.append(entry)
+        _write_atomic(self._path, json.dumps(self.history, indent=1))
+
+
+def _scores(metrics: dict[str, Any]) -> JsonObject:
+    """Validation scores under stable names (from ultralytics keys or an epoch entry)."""
+    scores: JsonObject = {}
+    for name, key in _METRIC_KEYS.items():
+        value = metrics.get(key, metrics.get(name))
+        scores[name] = round(float(value), 5) if value is not None else None
+    return scores
+
+
+def _checkpoint_state(last: Path, epochs: int) -> str:
+    """`none`, `resumable` or `finished`: what an earlier attempt left in `last.pt`."""
+    if not last.is_file():
+        return "none"
+    from ultralytics.nn.tasks import torch_safe_load
+
+    try:
+        ckpt, _ = torch_safe_load(str(last), safe_only=True)  # type: ignore[no-untyped-call]
+        epoch = int(ckpt.get("epoch", -1))
+        resumable = ckpt.get("optimizer") is not None
+    except Exception as e:  # written by a crashed attempt: every way it fails means start again
+        log.warning("ignoring unreadable checkpoint %s: %s", last, e)
+        return "none"
+    if not resumable or epoch + 1 >= epochs:
+        return "finished" if (last.parent / "best.pt").is_file() else "none"
+    return "resumable"
+
+
+def _overrides(
+    params: TrainingParams, data_yaml: Path, device: str, workdir: Path
+) -> dict[str, Any]:
+    return {
+        "data": str(data_yaml),
+        "task": "detect",
+        "mode": "train",
+        "epochs": params.epochs,
+        "imgsz": params.imgsz,
+        "batch": params.batch,
+        "patience": params.patience,
+        "lr0": params.lr0,
+        "optimizer": params.optimizer,
+        "seed": params.seed,
+        "workers": params.workers,
+        "device": device,
+        "project": str(workdir),
+        "name": RUN_NAME,
+        "exist_ok": True,
+        "amp": False,
+        "compile": False,
+        "plots": False,
+        "deterministic": False,
+        "val": True,
+        "save": True,
+        "cache": False,
+        "verbose": False,
+    }
+
+
+def _resume_overrides(overrides: dict[str, Any], last: Path, run_dir: Path) -> dict[str, Any]:
+    """A resumed run takes its settings from last.pt, except where it runs, reads and writes
+    (the lanes, or the data folder, may differ after a restart)."""
+    kept = {key: overrides[key] for key in ("data", "device", "workers")}
+    return {**kept, "resume": str(last), "save_dir": str(run_dir)}
+
+
+def _ultralytics_device(lanes: tuple[str, ...]) -> str:
+    """The first lane as ultralytics wants it: `"cpu"` or a bare CUDA index."""
+    if not lanes:
+        raise InvalidJobInput("a training job needs at least one lane")
+    first = lanes[0]
+    if first == "cpu":
+        return "cpu"
+    index = _cuda_index(first)
+    if index is None:
+        raise InvalidJobInput(f"cannot train on lane {first!r}")
+    return str(index)
+
+
+def _cuda_index(lane: str) -> int | None:
+    prefix, _, index = lane.partition(":")
+    return int(index) if prefix == "cuda" and index.isdigit() else None
+
+
+def _shipped_architecture(name: str) -> str:
+    """`name` if it is a detection config that ships with ultralytics (`yolo11n.yaml`)."""
+    from ultralytics.nn.tasks import yaml_model_load
+    from ultralytics.utils import ROOT
+
+    if not _ARCHITECTURE.fullmatch(name):
+        raise InvalidJobInput(
+            f"model {name!r} is neither a registry model nor a shipped config name"
+        )
+    # ultralytics drops the scale letter to find the file: yolo11n.yaml -> yolo11.yaml
+    unified = re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", name.removesuffix(".yaml")) + ".yaml"
+    if not any((Path(ROOT) / "cfg" / "models").rglob(unified)):
+        raise InvalidJobInput(f"{name!r} is not a model config shipped with ultralytics")
+    config: dict[str, Any] = yaml_model_load(name)  # type: ignore[no-untyped-call]
+    head = config.get("head") or [[None, None, None]]
+    if head[-1][2] not in DETECT_HEADS:
+        raise InvalidJobInput(f"{name!r} is not a detection model ({head[-1][2]} head)")
+    return name
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _int(params: JsonObject, key: str, default: int, low: int, high: int) -> int:
+    value = params.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidJobInput(f"params.{key} must be an integer from {low} to {high}")
+    return value
+
+
+@dataclass(frozen=True)
+class _Classes:
+    parallel_model: Callable[[nn.Module, RunImages], nn.Module]
+    trainer: Callable[..., Any]
+
+
+@functools.cache
+def _classes() -> _Classes:
+    """Classes built on torch and ultralytics, defined on first use so importing this module
+    stays cheap (and ultralytics is configured before its first import)."""
+    from torch import nn
+    from ultralytics.models.yolo.detect import DetectionTrainer
+
+    class ParallelModel(nn.Module):
+        def __init__(self, module: nn.Module, run_images: RunImages) -> None:
+            super().__init__()
+            self.module = module
+            self.run_images = run_images  # a plain callable, not a registered submodule
+
+        def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(x, dict):  # a training batch: split the images only
+                return self.module.loss(x, self.run_images(x["img"]))  # type: ignore[operator]
+            return self.module(x, *args, **kwargs)
+
+    class Trainer(DetectionTrainer):
+        parallel: Callable[[nn.Module], RunImages] | None = None
+
+        def _setup_train(self) -> None:
+            super()._setup_train()  # type: ignore[no-untyped-call]
+            if self.parallel is not None:
+                model: Any = self.model  # ultralytics types it as the path it was built from
+                self.model = ParallelModel(model, self.parallel(model))  # type: ignore[assignment]
+
+        def get_dataloader(self, *args: Any, **kwargs: Any) -> Any:
+            loader = super().get_dataloader(*args, **kwargs)
+            if loader.num_workers > 0:  # never fork this multi-threaded process
+                loader.multiprocessing_context = "forkserver"
+            return loader
+
+    return _Classes(parallel_model=ParallelModel, trainer=Trainer)

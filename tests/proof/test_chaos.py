@@ -1,0 +1,26 @@
+"""The crash harness, short: 3 cycles of 40 submissions, each cycle with a SIGKILL at a random
+moment and a restart, then the Jepsen-style total-queue check (bench/chaos.py has the long run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from bench.chaos import run_chaos
+
+
+@pytest.mark.acceptance
+def test_random_sigkills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
+    report, server = run_chaos(
+        tmp_path / "var", tmp_path / "logs", cycles=3, jobs=40, clients=4, seed=7
+    )
+    try:
+        assert report.kills == 3
+        assert report.outcomes["refused"] == 0, report.outcomes
+        assert report.outcomes["acked"] >= 100, report.outcomes  # most sends got an answer
+        assert sum(report.states.values()) >= report.outcomes["acked"]
+        assert set(report.errors) <= {"interrupted"}, report.errors
+    except AssertionError:
+        for path in server.log_paths:
+            print(f"===== {path.name} =====\n{path.read_text(errors='replace')[-3000:]}")
+        raise

@@ -1,0 +1,188 @@
+"""Schema fuzzing: schemathesis against the running server's own `/openapi.json` (simulated
+runtime, SQLite), every phase (examples, coverage, fuzzing, stateful with the links schemathesis
+infers from `Location` headers), bounded by `--max-examples` so each run takes seconds.
+
+- No 5xx and no response that breaks its documented schema: must pass.
+- Every other check (status codes, media types, headers, negative data, ...): the findings it
+  still reports are server bugs, each reproduced minimally below as a strict xfail.
+- `positive_data_acceptance` is left out of the all-checks run: it also flags 422s the schema
+  cannot express (a `sim_*` param with another model, a cursor this server never issued, an
+  uploaded file that is not a checkpoint), so it could never pass. Its one real finding (the
+  upload's `images` array lacks `minItems`) has its own xfail below.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.acceptance.conftest import Server, ServerFactory
+
+MAX_EXAMPLES = 15
+SEED = 20240601
+RUN_TIMEOUT_S = 120
+
+
+@pytest.fixture
+def server(server_factory: ServerFactory) -> Server:
+    server = server_factory(sim_lanes=2, max_queued=10_000, log_level="warning")
+    server.start()
+    return server
+
+
+def schemathesis(server: Server, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "run",
+        f"{server.url}/openapi.json",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--seed",
+        str(SEED),
+        "--generation-database",
+        "none",
+        "--request-timeout",
+        "10",
+        "--no-color",
+        *args,
+    ]
+    return subprocess.run(
+        command,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+
+
+@pytest.mark.acceptance
+def test_no_server_error_and_no_response_breaks_its_schema(server: Server, tmp_path: Path) -> None:
+    run = schemathesis(
+        server, tmp_path, "--checks", "not_a_server_error,response_schema_conformance"
+    )
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
+    assert server.running, "the fuzzing killed the server"
+    assert "Traceback" not in server.stderr()
+
+
+@pytest.mark.acceptance
+@pytest.mark.xfail(
+    strict=True,
+    reason="server bugs found by schemathesis: 422/400 answers are problem+json but documented "
+    "as application/json HTTPValidationError (ST105); 405 Allow lists one method (ST205); "
+    "400 on an undecodable JSON body is undocumented (ST103). See the xfails below.",
+)
+def test_every_check_passes(server: Server, tmp_path: Path) -> None:
+    run = schemathesis(
+        server, tmp_path, "--checks", "all", "--exclude-checks", "positive_data_acceptance"
+    )
+    assert run.returncode == 0, run.stdout[-8000:]
+
+
+# --- the findings, each reproduced minimally -----------------------------------------------
+
+
+def _openapi(client: httpx.Client) -> dict[str, Any]:
+    spec: dict[str, Any] = client.get("/openapi.json").json()
+    return spec
+
+
+@pytest.mark.acceptance
+@pytest.mark.xfail(
+    strict=True,
+    reason="422 validation errors are application/problem+json (ValidationProblem), but the "
+    "OpenAPI of e.g. GET /v1/jobs/{job_id} documents 422 as application/json HTTPValidationError "
+    "(FastAPI's default); same on every route without problem_responses(422)",
+)
+def test_validation_errors_are_documented_as_problem_json(server: Server) -> None:
+    with server.client() as client:
+        response = client.get("/v1/jobs/" + "x" * 65)
+        assert response.status_code == 422
+        media_type = response.headers["content-type"].split(";")[0]
+        assert media_type == "application/problem+json"
+        documented = _openapi(client)["paths"]["/v1/jobs/{job_id}"]["get"]["responses"]["422"]
+    assert media_type in documented["content"], documented
+
+
+@pytest.mark.acceptance
+@pytest.mark.xfail(
+    strict=True,
+    reason="405 answers name only the first route's method in Allow: OPTIONS /v1/jobs says "
+    "`Allow: POST` though GET /v1/jobs exists (RFC 9110 15.5.6: list every supported method)",
+)
+def test_method_not_allowed_lists_every_method(server: Server) -> None:
+    with server.client() as client:
+        response = client.request("OPTIONS", "/v1/jobs")
+    assert response.status_code == 405
+    allowed = {method.strip() for method in response.headers["allow"].split(",")}
+    assert {"GET", "POST"} <= allowed, response.headers["allow"]
+
+
+@pytest.mark.acceptance
+@pytest.mark.xfail(
+    strict=True,
+    reason="POST /v1/models's requestBody refers to #/components/schemas/ModelImportFromPath, "
+    "which the document does not define (api/models.py _IMPORT_BODY, openapi_extra)",
+)
+def test_every_schema_reference_resolves(server: Server) -> None:
+    with server.client() as client:
+        spec = _openapi(client)
+    defined = set(spec.get("components", {}).get("schemas", {}))
+    refs = set(_refs(spec))
+    missing = sorted(
+        ref for ref in refs if ref.removeprefix("#/components/schemas/") not in defined
+    )
+    assert missing == []
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref" and isinstance(value, str):
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+
+
+@pytest.mark.acceptance
+@pytest.mark.xfail(
+    strict=True,
+    reason="a JSON body that is not valid UTF-8 gets 400 bad_request, which POST /v1/jobs does "
+    "not document (documented: 202, 404, 422, 429, 503); answer 422 or document 400",
+)
+def test_an_undecodable_body_gets_a_documented_status(server: Server) -> None:
+    with server.client() as client:
+        response = client.post(
+            "/v1/jobs", content=b"\xc3\x28", headers={"content-type": "application/json"}
+        )
+        documented = _openapi(client)["paths"]["/v1/jobs"]["post"]["responses"]
+    assert response.status_code < 500
+    assert str(response.status_code) in documented, response.text
+
+
+@pytest.mark.acceptance
+@pytest.mark.xfail(
+    strict=True,
+    reason="POST /v1/jobs/inference documents `images` as an array without minItems, so an "
+    "empty list is schema-valid, but the server refuses it (422 'Field required')",
+)
+def test_upload_schema_requires_at_least_one_image(server: Server) -> None:
+    with server.client() as client:
+        spec = _openapi(client)
+    body = spec["paths"]["/v1/jobs/inference"]["post"]["requestBody"]["content"]
+    ref = body["multipart/form-data"]["schema"]["$ref"].removeprefix("#/components/schemas/")
+    images = spec["components"]["schemas"][ref]["properties"]["images"]
+    assert images.get("minItems", 0) >= 1, json.dumps(images)
