@@ -5,8 +5,8 @@ job completes."""
 from __future__ import annotations
 
 import pytest
-from bench.overload import run_overload
 
+from bench.overload import run_overload
 from tests.acceptance.conftest import ServerFactory
 
 MAX_QUEUED = 50
