@@ -51,7 +51,7 @@ async def test_submit_poll_and_result(client: httpx.AsyncClient) -> None:
     assert done["state"] == "succeeded"
     assert done["attempt"] == 1
     assert done["devices"] in (["sim:0"], ["sim:1"])
-    assert done["progress"] == {"done": 2, "total": 2, "unit": "steps"}
+    assert done["progress"] == {"done": 2, "total": 2, "unit": "steps", "detail": None}
     assert done["result"]["images"] == 2
     assert done["started_at"]
     assert done["finished_at"]

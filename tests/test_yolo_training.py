@@ -49,7 +49,7 @@ class Registry:
         self.folder = folder
         self.calls: list[tuple[Path, str]] = []
 
-    def __call__(self, path: Path, name: str) -> JsonObject:
+    def __call__(self, path: Path, name: str, job_id: str) -> JsonObject:
         self.folder.mkdir(parents=True, exist_ok=True)
         kept = shutil.copyfile(path, self.folder / f"{name}.pt")
         self.calls.append((Path(kept), name))
@@ -101,7 +101,12 @@ def test_trains_registers_a_usable_model_and_reports_metrics(
 
     assert [p.done for p in recorder.progress] == [0, 1, 2, 2, 3, 4]
     assert {p.total for p in recorder.progress} == {4}
-    assert recorder.progress[-1] == Progress(4, 4, "batches")
+    last = recorder.progress[-1]
+    assert (last.done, last.total, last.unit) == (4, 4, "batches")
+    assert last.detail is not None
+    assert (last.detail["epoch"], last.detail["epochs"]) == (2, 2)
+    assert (last.detail["batch"], last.detail["batches"]) == (2, 2)
+    assert set(last.detail["loss"]) == {"box_loss", "cls_loss", "dfl_loss"}
     [(kept, name)] = registry.calls
     assert name == "tiny"
     info = inspect_checkpoint(kept)

@@ -206,7 +206,12 @@ def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
         return SimulatedRuntime(settings.sim_lanes)
     from yolo_orch.runners.yolo import UltralyticsRuntime
 
-    return UltralyticsRuntime(models, settings.data_dir / "ultralytics", settings.model_cache_size)
+    return UltralyticsRuntime(
+        models,
+        settings.data_dir / "ultralytics",
+        model_cache_size=settings.model_cache_size,
+        data_roots=settings.data_roots,
+    )
 
 
 def _inspect(ultralytics_dir: Path, path: Path) -> CheckpointInfo:

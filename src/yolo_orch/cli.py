@@ -34,7 +34,6 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
-import click
 import typer
 import uvicorn
 from typer.core import TyperGroup
@@ -42,6 +41,7 @@ from typer.core import TyperGroup
 from yolo_orch import __version__
 from yolo_orch.client.commands import register
 from yolo_orch.client.errors import ExitCode, exit_codes_help
+from yolo_orch.sdnotify import Notifier
 
 if TYPE_CHECKING:  # the client commands start without the server's imports
     from fastapi import FastAPI
@@ -71,10 +71,22 @@ class DrainingServer(uvicorn.Server):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
+        self._notifier = Notifier.from_environ(os.environ)
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
+        # Pings come from the event loop itself: if the loop wedges they stop, and systemd
+        # (WatchdogSec) restarts the service.
+        watchdog = asyncio.create_task(self._notifier.watchdog_loop(), name="sd-watchdog")
+        try:
+            await super().serve(sockets)
+        finally:
+            watchdog.cancel()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self._notifier.ready(f"serving on {self._settings.host}:{self._settings.port}")
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining or self._loop is None or not self.started:
@@ -82,6 +94,7 @@ class DrainingServer(uvicorn.Server):
             self.force_exit = self._draining
             return
         self._draining = True
+        self._notifier.stopping(f"draining for up to {self._settings.shutdown_grace_s}s")
         log.info(
             "signal %s: draining for up to %ss",
             signal.Signals(sig).name,
@@ -102,35 +115,40 @@ class DrainingServer(uvicorn.Server):
 
 
 class _Commands(TyperGroup):
-    """Command-line mistakes exit with `ExitCode.USAGE` (click's own 2 would read as "job
-    cancelled")."""
+    """Command-line mistakes exit with `ExitCode.USAGE`: the parser's own 2 would read as "job
+    cancelled"."""
 
+    # The parser's context types are typer-internal; `Any` keeps these overrides compatible.
     def make_context(
-        self,
-        info_name: str | None,
-        args: list[str],
-        parent: click.Context | None = None,
-        **extra: Any,
-    ) -> click.Context:
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
         try:
             return super().make_context(info_name, args, parent, **extra)
-        except click.UsageError as exc:
-            exc.exit_code = ExitCode.USAGE
+        except typer.TyperException as exc:
+            _exit_as_usage(exc)
             raise
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except click.UsageError as exc:
-            exc.exit_code = ExitCode.USAGE
+        except typer.TyperException as exc:
+            _exit_as_usage(exc)
             raise
+
+
+_PARSER_USAGE_EXIT = 2  # what the parser's usage errors (bad option, missing argument) exit with
+
+
+def _exit_as_usage(exc: typer.TyperException) -> None:
+    if exc.exit_code == _PARSER_USAGE_EXIT:
+        exc.exit_code = ExitCode.USAGE
 
 
 app = typer.Typer(
     name="yolo-orch",
     cls=_Commands,
     help="A job server for YOLO inference and training, and a client of its HTTP API.",
-    epilog="Exit codes of the client commands:\n\n" + exit_codes_help().replace("\n", "\n\n"),
+    epilog="Exit codes of the client commands:\n" + exit_codes_help(),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,  # locals would show the bearer token
@@ -280,10 +298,9 @@ def _migrate(settings: Settings) -> int:
 
 
 def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from yolo_orch.logs import configure_logging
+
+    configure_logging(settings.log_level, json_lines=settings.log_format == "json")
 
 
 if __name__ == "__main__":

@@ -60,9 +60,12 @@ class Progress:
     done: int
     total: int
     unit: str
+    detail: JsonObject | None = None
+    """What else a runner can say while it runs (training: epoch, batch, running losses)."""
 
     def as_dict(self) -> JsonObject:
-        return {"done": self.done, "total": self.total, "unit": self.unit}
+        progress = {"done": self.done, "total": self.total, "unit": self.unit}
+        return progress if self.detail is None else {**progress, "detail": self.detail}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from typing import Any, BinaryIO
 
 RESULT_FILE = "result.json"
 JOB_LOG = "job.log"
+METRICS_FILE = "metrics.json"
+"""A training job's per-epoch losses and validation scores, rewritten after each epoch."""
 ARTIFACTS_DIR = "artifacts"
 INPUTS_DIR = "inputs"
 
@@ -65,6 +67,10 @@ class JobFiles:
             return None
         path = self.workdir(job_id) / ARTIFACTS_DIR / name
         return path if path.is_file() else None
+
+    def read_metrics(self, job_id: str) -> bytes:
+        path = self.workdir(job_id) / METRICS_FILE
+        return path.read_bytes() if path.is_file() else b"[]"
 
     def read_log(self, job_id: str) -> bytes:
         path = self.workdir(job_id) / JOB_LOG

@@ -7,6 +7,7 @@ bytes twice returns the model that already has them.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import uuid
@@ -17,7 +18,7 @@ from typing import BinaryIO
 import anyio.to_thread
 
 from yolo_orch.clock import utcnow
-from yolo_orch.domain import Model, NewModel
+from yolo_orch.domain import JsonObject, Model, NewModel
 from yolo_orch.errors import (
     BodyTooLarge,
     InvalidJob,
@@ -75,6 +76,16 @@ class ModelRegistry:
         try:
             sha256, size = await anyio.to_thread.run_sync(_copy_hashing, source, staged)
             return await self._register(staged, sha256, size, name or source.stem, f"path:{source}")
+        finally:
+            staged.unlink(missing_ok=True)
+
+    async def register_file(self, path: Path, name: str, source: str) -> Model:
+        """Register a file the server produced itself (a training job's best.pt)."""
+        staged = self._staging_path()
+        try:
+            sha256, size = await anyio.to_thread.run_sync(_copy_hashing, path, staged)
+            model, _ = await self._register(staged, sha256, size, name, source)
+            return model
         finally:
             staged.unlink(missing_ok=True)
 
@@ -144,6 +155,15 @@ class ModelRegistry:
             if real.is_file():
                 return real
         raise InvalidJob(f"{relative!r} is not a file under the model roots", code="file_not_found")
+
+
+def model_view(model: Model) -> JsonObject:
+    """A model as clients see it (the API's ModelPublic, and training results)."""
+    view = dataclasses.asdict(model)
+    view.pop("file_name")
+    view["class_names"] = list(model.class_names)
+    view["created_at"] = model.created_at.isoformat()
+    return view
 
 
 def _copy_hashing(source: Path, target: Path) -> tuple[str, int]:

@@ -14,11 +14,14 @@ from statistics import fmean
 import anyio.to_thread
 
 from yolo_orch.clock import utcnow
+from yolo_orch.datasets import check_dataset
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.domain import Job, JobFilter, JobKind, JobState, NewJob, Page
 from yolo_orch.errors import (
     ArtifactNotFound,
     InvalidJob,
+    ModelNameTaken,
+    ModelNotFound,
     ModelUnusable,
     QueueFull,
     ResultNotReady,
@@ -28,6 +31,7 @@ from yolo_orch.inputs import resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
+from yolo_orch.runners.simulated import SIM_MODEL
 from yolo_orch.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -90,22 +94,41 @@ class JobService:
 
     async def _with_model_and_files(self, new: NewJob) -> NewJob:
         """Refuse at once what could only fail later: a model this host does not have, inputs
-        that name no readable file under the data roots."""
-        if self._runtime.has_model(new.model):  # e.g. `sim`: inputs are only names
-            files = [{"path": name, "name": name} for name in new.spec.get("inputs", [])]
-            return replace(new, spec={**new.spec, "files": files})
-        model = await self._models.get(new.model)
-        if not model.usable:
-            raise ModelUnusable(new.model)
-        if new.kind is JobKind.INFERENCE and "files" not in new.spec:
+        or a dataset that are not readable files under the data roots."""
+        if await anyio.to_thread.run_sync(self._runtime.provides, new.model, new.kind):
+            model_id = None  # `sim`, or a shipped architecture to train from scratch
+        else:
+            model = await self._models.get(new.model)
+            if not model.usable:
+                raise ModelUnusable(new.model)
+            model_id = model.id
+        spec = dict(new.spec)
+        if model_id is None and new.model == SIM_MODEL:
+            spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
+        elif new.kind is JobKind.INFERENCE and "files" not in spec:
             paths = await anyio.to_thread.run_sync(
-                resolve_inputs, new.spec["inputs"], self._data_roots, self._max_files
+                resolve_inputs, spec["inputs"], self._data_roots, self._max_files
             )
-            files = [
+            spec["files"] = [
                 {"path": str(path), "name": _display_name(path, self._data_roots)} for path in paths
             ]
-            new = replace(new, spec={**new.spec, "files": files})
-        return replace(new, model_id=model.id)
+        elif new.kind is JobKind.TRAINING:
+            dataset = await anyio.to_thread.run_sync(
+                check_dataset, spec["dataset"], self._data_roots
+            )
+            spec["dataset_path"] = str(dataset)
+            await self._check_output_name(spec["params"].get("output_name"))
+        return replace(new, spec=spec, model_id=model_id)
+
+    async def _check_output_name(self, name: str | None) -> None:
+        """A training job that would end by failing to register its model is refused now."""
+        if name is None:
+            return
+        try:
+            await self._models.get(name)
+        except ModelNotFound:
+            return
+        raise ModelNameTaken(name)
 
     async def get(self, job_id: str) -> Job:
         return await self._store.get(job_id)
@@ -127,6 +150,10 @@ class JobService:
         if job.state is not JobState.SUCCEEDED:
             raise ResultNotReady(job_id, job.state)
         return await anyio.to_thread.run_sync(self._files.read_result, job_id)
+
+    async def training_metrics(self, job_id: str) -> bytes:
+        await self._store.get(job_id)
+        return await anyio.to_thread.run_sync(self._files.read_metrics, job_id)
 
     async def log_text(self, job_id: str) -> bytes:
         await self._store.get(job_id)

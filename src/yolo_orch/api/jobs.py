@@ -230,6 +230,18 @@ def _sse(event_id: int, event: str, job: Job) -> bytes:
 
 
 @router.get(
+    "/{job_id}/metrics",
+    summary="A training job's metrics per epoch",
+    description="One entry per completed epoch: `epoch`, `train_loss`, `val_loss`, "
+    "`precision`, `recall`, `mAP50`, `mAP50-95`; updated after each epoch while the job runs. "
+    "An empty list for other jobs.",
+    responses={200: {"content": {"application/json": {}}}, **problem_responses(404)},
+)
+async def job_metrics(job_id: JobId, jobs: JobServiceDep) -> Response:
+    return Response(await jobs.training_metrics(job_id), media_type="application/json")
+
+
+@router.get(
     "/{job_id}/logs",
     summary="The job's log lines",
     description="Its transitions and whatever its runner logged, as plain text.",

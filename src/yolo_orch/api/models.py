@@ -16,7 +16,7 @@ from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.domain import Model
 from yolo_orch.errors import InvalidJob, UnsupportedMediaType
-from yolo_orch.models import CHUNK_BYTES
+from yolo_orch.models import CHUNK_BYTES, model_view
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -46,17 +46,7 @@ class ModelPublic(BaseModel):
 
     @classmethod
     def of(cls, model: Model) -> ModelPublic:
-        return cls(
-            id=model.id,
-            name=model.name,
-            sha256=model.sha256,
-            size_bytes=model.size_bytes,
-            task=model.task,
-            class_names=list(model.class_names),
-            source=model.source,
-            created_at=model.created_at,
-            usable=model.usable,
-        )
+        return cls.model_validate(model_view(model))
 
 
 class ModelList(BaseModel):

@@ -53,10 +53,23 @@ class TrainingParams(SimulatedParams):
     batch: int = Field(default=16, ge=1, le=4096)
     patience: int = Field(default=100, ge=0)
     lr0: float = Field(default=0.01, gt=0, le=1)
-    optimizer: Literal["auto", "SGD", "Adam", "AdamW", "NAdam", "RAdam", "RMSProp"] = "auto"
-    seed: int = Field(default=0, ge=0)
+    optimizer: Literal[
+        "auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop"
+    ] = "auto"
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    workers: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="DataLoader worker processes (started with forkserver); 0 loads batches in "
+        "the job's own thread.",
+    )
     output_name: str | None = Field(
-        default=None, min_length=1, max_length=200, description="Name of the produced model."
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9._-]+$",
+        description="Name of the produced model (default: train-<first 8 of the job id>).",
     )
 
 
@@ -144,6 +157,10 @@ class ProgressPublic(BaseModel):
     done: int
     total: int
     unit: str
+    detail: dict[str, Any] | None = Field(
+        default=None,
+        description="Training: epoch, epochs, batch, batches and the running losses.",
+    )
 
 
 class ErrorPublic(BaseModel):

@@ -43,8 +43,9 @@ class Runtime(Protocol):
 
     def runner(self, kind: JobKind) -> Runner: ...
 
-    def has_model(self, model: str) -> bool:
-        """Models this runtime provides itself, without the weights registry."""
+    def provides(self, model: str, kind: JobKind) -> bool:
+        """Whether `model` is one this runtime has itself for jobs of `kind`, without the
+        weights registry (`sim`; a shipped architecture to train from scratch). Blocking."""
         ...
 
     def cached_models(self, lane: str) -> list[str]:

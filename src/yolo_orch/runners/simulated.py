@@ -35,7 +35,7 @@ class SimulatedRuntime:
     def runner(self, kind: JobKind) -> Runner:
         return self._runner
 
-    def has_model(self, model: str) -> bool:
+    def provides(self, model: str, kind: JobKind) -> bool:
         return model == SIM_MODEL
 
     def cached_models(self, lane: str) -> list[str]:

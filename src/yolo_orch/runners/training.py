@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from yolo_orch.datasets import load_dataset
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
+from yolo_orch.jobfiles import METRICS_FILE
 from yolo_orch.runners.base import RunContext
 from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
 
@@ -59,20 +60,21 @@ __all__ = [
     "TrainingParams",
     "YoloTrainingRunner",
     "data_parallel",
+    "shipped_architecture",
     "wrap_parallel",
 ]
 
 log = logging.getLogger(__name__)
 
 ResolveWeights = Callable[[str], ResolvedWeights]
-RegisterModel = Callable[[Path, str], JsonObject]
+RegisterModel = Callable[[Path, str, str], JsonObject]
+"""Registers `best.pt` under a name for the job with that id; returns the model's public view."""
 RunImages = Callable[["torch.Tensor"], Any]
 """Runs the model on a batch of images and returns its predictions on the first lane."""
 MakeParallel = Callable[["nn.Module", tuple[str, ...]], RunImages]
 """Given the model (on the first lane) and all the job's lanes, how to split a batch across them."""
 
 RUN_NAME = "train"
-METRICS_FILE = "metrics.json"
 ARTIFACTS = ("best.pt", "last.pt", "results.csv")
 OPTIMIZERS = frozenset(
     {"auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop"}
@@ -219,7 +221,7 @@ class YoloTrainingRunner:
     def _model_source(self, ctx: RunContext) -> str:
         """A registry checkpoint to fine-tune, or a shipped architecture to train from scratch."""
         if ctx.job.model_id is None:
-            return _shipped_architecture(ctx.job.model)
+            return shipped_architecture(ctx.job.model)
         weights = self._resolve_weights(ctx.job.model_id)
         path = weights.path
         if not path.is_file():  # ultralytics would go looking for a missing .pt online
@@ -271,7 +273,7 @@ class YoloTrainingRunner:
                 os.replace(tmp, artifacts / name)
                 names.append(name)
         output_name = params.output_name or f"train-{ctx.job.id[:8]}"
-        model = self._register_model(artifacts / "best.pt", output_name)
+        model = self._register_model(artifacts / "best.pt", output_name, ctx.job.id)
         final = tracker.final or (_scores(tracker.history[-1]) if tracker.history else {})
         epochs = tracker.history[-1]["epoch"] if tracker.history else 0
         return JobResult(
@@ -333,7 +335,16 @@ class _Tracker:
 
     def on_train_batch_end(self, trainer: DetectionTrainer) -> None:
         self._done += 1
-        self._ctx.report_progress(Progress(self._done, self._total, "batches"))
+        batches = len(trainer.train_loader)
+        loss: dict[str, Any] = trainer.tloss or {}
+        detail: JsonObject = {
+            "epoch": trainer.epoch + 1,
+            "epochs": trainer.epochs,
+            "batch": self._done - trainer.epoch * batches,
+            "batches": batches,
+            "loss": {str(k): round(float(v), 5) for k, v in loss.items()},
+        }
+        self._ctx.report_progress(Progress(self._done, self._total, "batches", detail))
         self.check_cancel()
 
     def on_fit_epoch_end(self, trainer: DetectionTrainer) -> None:
@@ -440,7 +451,7 @@ def _cuda_index(lane: str) -> int | None:
     return int(index) if prefix == "cuda" and index.isdigit() else None
 
 
-def _shipped_architecture(name: str) -> str:
+def shipped_architecture(name: str) -> str:
     """`name` if it is a detection config that ships with ultralytics (`yolo11n.yaml`)."""
     from ultralytics.nn.tasks import yaml_model_load
     from ultralytics.utils import ROOT

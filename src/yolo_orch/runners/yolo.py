@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio.from_thread
 
-from yolo_orch.domain import JobKind, JobResult
-from yolo_orch.models import ModelRegistry
+from yolo_orch.domain import JobKind, JobResult, JsonObject
+from yolo_orch.errors import InvalidJobInput
+from yolo_orch.models import ModelRegistry, model_view
 from yolo_orch.runners.base import RunContext, Runner
 from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.runners.training import YoloTrainingRunner, shipped_architecture
 from yolo_orch.runners.yolo_env import configure_ultralytics
 from yolo_orch.weights import ModelTampered, ResolvedWeights
 
@@ -26,28 +29,55 @@ def detect_lanes() -> list[str]:
 class UltralyticsRuntime:
     name = "ultralytics"
 
-    def __init__(self, registry: ModelRegistry, config_dir: Path, model_cache_size: int) -> None:
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        config_dir: Path,
+        *,
+        model_cache_size: int,
+        data_roots: Sequence[Path],
+    ) -> None:
         configure_ultralytics(config_dir)  # before anything imports ultralytics
         self._registry = registry
         self.inference = YoloInferenceRunner(self._resolve_weights, model_cache_size)
+        self.training = YoloTrainingRunner(
+            self._resolve_weights, self._register_model, data_roots=data_roots
+        )
 
     def lanes(self) -> list[str]:
         return detect_lanes()
 
     def supports(self, kind: JobKind) -> bool:
-        return kind is JobKind.INFERENCE
+        return True
 
     def runner(self, kind: JobKind) -> Runner:
-        return _MarksTamperedModels(self.inference, self._registry)
+        runner = self.training if kind is JobKind.TRAINING else self.inference
+        return _MarksTamperedModels(runner, self._registry)
 
-    def has_model(self, model: str) -> bool:
-        return False  # every model comes from the registry
+    def provides(self, model: str, kind: JobKind) -> bool:
+        """Training may start from a shipped architecture (`yolo11n.yaml`); every other model
+        comes from the registry."""
+        if kind is not JobKind.TRAINING or not model.endswith(".yaml"):
+            return False
+        try:
+            shipped_architecture(model)
+        except InvalidJobInput:
+            return False
+        return True
 
     def cached_models(self, lane: str) -> list[str]:
         return self.inference.cached_models(lane)
 
     def cache_stats(self) -> tuple[int, int]:
         return self.inference.cache_hits, self.inference.loads
+
+    def _register_model(self, path: Path, name: str, job_id: str) -> JsonObject:
+        """A training job's best.pt enters the registry like any import: fingerprinted, and
+        the same bytes again (a rerun after a crash) return the model registered before."""
+        model = anyio.from_thread.run(
+            self._registry.register_file, path, name, f"training:{job_id}"
+        )
+        return model_view(model)
 
     def _resolve_weights(self, ref: str) -> ResolvedWeights:
         # Runners run in worker threads; the registry lives on the event loop.

@@ -1,0 +1,378 @@
+"""The `yolo-orch` command line against a real server (`yolo-orch serve` in a subprocess, the
+simulated runtime, an in-memory database), run in-process with typer's CliRunner."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner, Result
+
+from yolo_orch.cli import app
+from yolo_orch.client import ApiClient, ExitCode
+
+STARTUP_TIMEOUT_S = 20.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One `yolo-orch serve` for the whole module (jobs are tagged apart by their ids)."""
+    data_dir = tmp_path_factory.mktemp("cli-server")
+    port = _free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("YOLO_ORCH_")}
+    env |= {
+        "YOLO_ORCH_RUNTIME": "simulated",
+        "YOLO_ORCH_SIM_LANES": "2",
+        "YOLO_ORCH_DATABASE_URL": "memory://",
+        "YOLO_ORCH_DATA_DIR": str(data_dir),
+        "YOLO_ORCH_HOST": "127.0.0.1",
+        "YOLO_ORCH_PORT": str(port),
+        "YOLO_ORCH_LOG_LEVEL": "warning",
+    }
+    log_path = data_dir / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "yolo_orch.cli", "serve"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the server exited ({process.returncode}):\n{log_path.read_text()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"the server did not start:\n{log_path.read_text()}")
+            time.sleep(0.05)
+        yield url
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+@pytest.fixture
+def cli(server_url: str) -> Any:
+    """`cli("status", job_id)`: run `yolo-orch` against the server; the click Result."""
+    runner = CliRunner()
+
+    def run(*args: str) -> Result:
+        return runner.invoke(
+            app, list(args), env={"YOLO_ORCH_URL": server_url, "YOLO_ORCH_TOKEN": None}
+        )
+
+    return run
+
+
+def _submit(cli: Any, *args: str) -> str:
+    result = cli("submit", "--model", "sim", "--quiet", *args)
+    assert result.exit_code == 0, result.output
+    job_id: str = result.stdout.strip()
+    return job_id
+
+
+def _json(result: Result) -> Any:
+    return json.loads(result.stdout)
+
+
+def test_submit_then_wait_succeeds(cli: Any) -> None:
+    job_id = _submit(cli, "--input", "a.jpg", "-i", "b.jpg", "-p", "sim_seconds=0.2")
+
+    result = cli("wait", job_id)
+
+    assert result.exit_code == ExitCode.OK, result.output
+    assert f"job {job_id} succeeded" in result.stdout
+    status = cli("status", job_id, "--json")
+    assert status.exit_code == 0
+    job = _json(status)
+    assert job["state"] == "succeeded"
+    assert job["inputs"] == ["a.jpg", "b.jpg"]
+    assert job["progress"]["done"] == job["progress"]["total"]
+
+
+def test_submit_wait_of_a_failing_job_exits_1(cli: Any) -> None:
+    result = cli("submit", "-m", "sim", "-i", "a.jpg", "-p", "sim_fail=error", "--wait")
+
+    assert result.exit_code == ExitCode.JOB_FAILED, result.output
+    assert re.search(r"job \S+ failed: .*\(runtime_error\)", result.stdout)
+    submitted = re.search(r"submitted job (\S+)", result.stdout)
+    assert submitted is not None
+    status = cli("status", submitted.group(1))
+    assert status.exit_code == ExitCode.JOB_FAILED
+    assert "runtime_error" in status.stdout
+
+
+def test_wait_of_a_cancelled_job_exits_2(cli: Any, server_url: str) -> None:
+    job_id = _submit(cli, "-i", "a.jpg", "-p", "sim_seconds=20", "-p", "sim_steps=200")
+
+    def cancel_once_running() -> None:
+        with httpx.Client(base_url=server_url, timeout=5) as http:
+            deadline = time.monotonic() + 10
+            while http.get(f"/v1/jobs/{job_id}").json()["state"] != "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            http.post(f"/v1/jobs/{job_id}/cancel").raise_for_status()
+
+    canceller = threading.Thread(target=cancel_once_running)
+    canceller.start()
+    result = cli("wait", job_id)
+    canceller.join()
+
+    assert result.exit_code == ExitCode.JOB_CANCELLED, result.output
+    assert f"job {job_id} cancelled" in result.stdout
+    assert cli("status", job_id).exit_code == ExitCode.JOB_CANCELLED
+
+
+def test_cancel_a_queued_job_and_cancel_again(cli: Any) -> None:
+    # Two lanes busy with a long training job, so the next job stays queued.
+    blocker = _submit(
+        cli, "--training", "--gpus", "2", "-p", "sim_seconds=20", "-p", "sim_steps=200"
+    )
+    job_id = _submit(cli, "-i", "a.jpg")
+
+    result = cli("cancel", job_id)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"job {job_id} cancelled"
+    again = cli("cancel", job_id)
+    assert again.exit_code == ExitCode.USAGE  # 409: already finished
+    assert again.stderr.startswith("error: ")
+    assert again.stderr.rstrip().endswith("(job_finished)")
+    running = cli("cancel", blocker, "--json")
+    assert running.exit_code == 0, running.output
+    assert _json(running)["cancel_requested"] is True
+    assert cli("wait", blocker, "--quiet").exit_code == ExitCode.JOB_CANCELLED
+
+
+def test_the_event_stream_follows_a_job_to_its_end_and_resumes(cli: Any, server_url: str) -> None:
+    job_id = _submit(cli, "-i", "a.jpg", "-p", "sim_seconds=0.6", "-p", "sim_steps=4")
+
+    with ApiClient(server_url) as api:
+        stream = api.events(job_id)
+        first = next(stream)
+        stream.close()  # drops the connection
+        rest = list(api.events(job_id, last_event_id=first.id))
+
+    events = [first, *rest]
+    jobs = [json.loads(event.data) for event in events]
+    assert first.event == "state"
+    assert {event.event for event in events} <= {"state", "progress"}
+    ids = [int(event.id or "") for event in events]
+    assert ids == sorted(set(ids))
+    assert jobs[-1]["state"] == "succeeded"
+    assert all(job["state"] in ("queued", "running") for job in jobs[:-1])
+    assert jobs[-1]["id"] == job_id
+
+
+def test_submit_local_files_uploads_them(cli: Any, tmp_path: Path) -> None:
+    files = [tmp_path / "cat.jpg", tmp_path / "dog.png"]
+    for path in files:
+        path.write_bytes(b"not really an image")
+
+    result = cli(
+        "submit", "-m", "sim", "-f", str(files[0]), "--file", str(files[1]), "-w", "--json"
+    )
+
+    assert result.exit_code == 0, result.output
+    job = _json(result)  # --wait --json: the final job only
+    assert job["state"] == "succeeded"
+    assert job["inputs"] == ["cat.jpg", "dog.png"]
+    detections = _json(cli("result", job["id"]))
+    assert [image["source"] for image in detections["images"]] == ["cat.jpg", "dog.png"]
+
+
+def test_training_submission_and_a_refused_one(cli: Any) -> None:
+    ok = cli("submit", "--training", "-m", "sim", "--gpus", "2", "-p", "sim_seconds=0.1", "--wait")
+    assert ok.exit_code == 0, ok.output
+
+    refused = cli("submit", "--training", "-m", "sim", "--gpus", "3")
+
+    assert refused.exit_code == ExitCode.USAGE
+    assert "(too_many_gpus)" in refused.stderr
+
+
+def test_params_are_parsed_as_json_where_they_parse(cli: Any) -> None:
+    job_id = _submit(
+        cli, "-i", "a.jpg", "-p", "conf=0.5", "-p", "classes=[0, 2]", "-p", "half=true"
+    )
+
+    params = _json(cli("status", job_id, "--json"))["params"]
+
+    assert (params["conf"], params["classes"], params["half"]) == (0.5, [0, 2], True)
+
+
+def test_idempotency_key_returns_the_same_job(cli: Any) -> None:
+    first = _submit(cli, "-i", "a.jpg", "--idempotency-key", "cli-test-key")
+    second = _submit(cli, "-i", "a.jpg", "--idempotency-key", "cli-test-key")
+
+    assert first == second
+
+
+def test_list_follows_pages_and_filters(cli: Any) -> None:
+    ids = [_submit(cli, "-i", f"list-{n}.jpg") for n in range(3)]
+    for job_id in ids:
+        assert cli("wait", job_id, "-q").exit_code == 0
+
+    everything = _json(cli("list", "--all", "--limit", "1", "--json"))
+    one_page = cli("list", "--limit", "1", "--json")
+    failed = _json(cli("list", "--state", "failed", "--kind", "inference", "--json", "--all"))
+    table = cli("list", "--limit", "3")
+
+    listed = [job["id"] for job in everything["jobs"]]
+    assert set(ids) <= set(listed)
+    assert len(listed) == len(set(listed))
+    assert everything["next_cursor"] is None
+    assert len(_json(one_page)["jobs"]) == 1
+    assert _json(one_page)["next_cursor"]
+    assert all(job["state"] == "failed" for job in failed["jobs"])
+    assert table.exit_code == 0
+    assert ids[-1] in table.stdout  # newest first
+    assert "--cursor" in table.stderr
+
+
+def test_result_of_an_unfinished_job_is_refused(cli: Any) -> None:
+    job_id = _submit(cli, "-i", "a.jpg", "-p", "sim_seconds=5")
+
+    result = cli("result", job_id)
+
+    assert result.exit_code == ExitCode.USAGE
+    assert "(result_not_ready)" in result.stderr
+    cli("cancel", job_id)
+
+
+def test_models_list_on_an_empty_registry(cli: Any) -> None:
+    table = cli("models", "list")
+    as_json = cli("models", "list", "--json")
+
+    assert table.exit_code == 0
+    assert table.stdout.strip() == "no models"
+    assert _json(as_json) == {"models": []}
+
+
+def test_models_import_list_delete(cli: Any, tmp_path: Path) -> None:
+    from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
+
+    ensure_ultralytics(tmp_path)
+    weights = build_checkpoint(tmp_path / "tiny.pt")
+
+    imported = cli("models", "import", str(weights), "--name", "cli-tiny")
+    again = cli("models", "import", str(weights), "--json")
+    listed = cli("models", "list")
+    deleted = cli("models", "delete", "cli-tiny")
+
+    assert imported.exit_code == 0, imported.output
+    assert imported.stdout.startswith("imported model cli-tiny (")
+    assert "task detect, 3 classes" in imported.stdout
+    assert again.exit_code == 0, again.output
+    assert _json(again)["name"] == "cli-tiny"  # the same bytes: the model already registered
+    assert "cli-tiny" in listed.stdout
+    assert deleted.exit_code == 0
+    assert deleted.stdout.strip() == "deleted model cli-tiny"
+    assert _json(cli("models", "list", "--json")) == {"models": []}
+
+
+def test_models_errors(cli: Any, tmp_path: Path) -> None:
+    missing = cli("models", "delete", "no-such-model")
+    not_weights = tmp_path / "junk.pt"
+    not_weights.write_bytes(b"junk")
+    refused = cli("models", "import", str(not_weights))
+    no_file = cli("models", "import", str(tmp_path / "absent.pt"))
+
+    assert missing.exit_code == ExitCode.NOT_FOUND
+    assert "(model_not_found)" in missing.stderr
+    assert refused.exit_code == ExitCode.USAGE, refused.output
+    assert no_file.exit_code == ExitCode.USAGE
+
+
+def test_devices(cli: Any) -> None:
+    table = cli("devices")
+    body = _json(cli("devices", "--json"))
+
+    assert table.exit_code == 0
+    assert "runtime: simulated" in table.stdout
+    assert "sim:0" in table.stdout
+    assert "sim:1" in table.stdout
+    assert [device["id"] for device in body["devices"]] == ["sim:0", "sim:1"]
+
+
+def test_unknown_job_exits_4(cli: Any) -> None:
+    for command in ("status", "wait", "cancel", "result"):
+        result = cli(command, "no-such-job")
+        assert result.exit_code == ExitCode.NOT_FOUND, (command, result.output)
+        assert result.stderr.startswith("error: ")
+        assert result.stderr.rstrip().endswith("(job_not_found)")
+
+
+def test_server_down_exits_5() -> None:
+    url = f"http://127.0.0.1:{_free_port()}"  # nobody listens there
+
+    for args in (["status", "x"], ["wait", "x"], ["submit", "-m", "sim", "-i", "a.jpg"]):
+        result = CliRunner().invoke(app, [*args, "--url", url])
+        assert result.exit_code == ExitCode.UNAVAILABLE, result.output
+        assert result.stderr.rstrip().endswith("(unreachable)")
+
+
+def test_usage_errors_exit_3(cli: Any) -> None:
+    for args in (
+        ["status"],  # missing argument
+        ["submit", "-m", "sim"],  # no images
+        ["submit", "-m", "sim", "-i", "a", "-f", __file__],  # both kinds of images
+        ["submit", "-m", "sim", "--training", "-i", "a"],
+        ["submit", "-m", "sim", "-i", "a", "--gpus", "2"],
+        ["submit", "-m", "sim", "-i", "a", "-p", "no-equals-sign"],
+        ["list", "--state", "bogus"],
+        ["no-such-command"],
+    ):
+        result = cli(*args)
+        assert result.exit_code == ExitCode.USAGE, (args, result.output)
+
+
+def test_token_create_prints_the_token_and_its_digest() -> None:
+    result = CliRunner().invoke(app, ["token", "create", "--scope", "admin"])
+
+    assert result.exit_code == 0, result.output
+    token = result.stdout.split("\n\n")[1].strip()
+    assert len(token) >= 43  # 32 random bytes
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    entry = f'{{ sha256 = "{digest}", scope = "admin" }}'
+    assert f"    {entry}\n" in result.stdout
+    as_json = json.loads(CliRunner().invoke(app, ["token", "create", "--json"]).stdout)
+    assert as_json["scope"] == "jobs"
+    assert as_json["sha256"] == hashlib.sha256(as_json["token"].encode()).hexdigest()
+    assert as_json["token"] != token
+
+
+def test_help_documents_the_exit_codes() -> None:
+    import yolo_orch.cli
+
+    result = CliRunner().invoke(app, ["--help"])
+
+    assert result.exit_code == 0
+    for code in ExitCode:
+        assert f"{code.value}  {code.description}" in result.stdout
+        assert f"  {code.value}  {code.description}" in (yolo_orch.cli.__doc__ or "")

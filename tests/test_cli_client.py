@@ -1,0 +1,298 @@
+"""The client's pieces without a server: the SSE decoder on canned bytes, following a job over
+an event stream (drops, reconnects, the polling fallback) and the errors → exit codes mapping,
+all through httpx.MockTransport."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from yolo_orch.client import ApiClient, ApiError, ExitCode, follow_job
+from yolo_orch.client.sse import ServerSentEvent, SSEDecoder, decode_events
+
+# -- the SSE decoder
+
+
+def _decode(*chunks: bytes) -> list[ServerSentEvent]:
+    return list(decode_events(chunks))
+
+
+def test_sse_events_fields_and_dispatch() -> None:
+    events = _decode(
+        b": keep-alive comment\n"
+        b'id: 1\nevent: state\ndata: {"state": "queued"}\n\n'
+        b'id: 2\nevent: progress\ndata:{"a": 1}\n\n'
+        b"data: first line\ndata: second line\n\n"
+        b"retry: 1500\n\n"  # no data: nothing dispatched
+        b"event: state\ndata\n\n"  # a field without a colon: empty value
+    )
+
+    assert events == [
+        ServerSentEvent("state", '{"state": "queued"}', "1"),
+        ServerSentEvent("progress", '{"a": 1}', "2"),
+        ServerSentEvent("message", "first line\nsecond line", "2"),
+        ServerSentEvent("state", "", "2", retry_ms=1500),
+    ]
+
+
+def test_sse_line_endings_split_across_chunks() -> None:
+    stream = "\ufeffid: 7\r\nevent: state\rdata: é\r\n\r\nid: 8\ndata: x\n\n".encode()
+    whole = _decode(stream)
+    byte_by_byte = _decode(*(stream[i : i + 1] for i in range(len(stream))))
+
+    assert (
+        whole
+        == byte_by_byte
+        == [
+            ServerSentEvent("state", "é", "7"),
+            ServerSentEvent("message", "x", "8"),
+        ]
+    )
+
+
+def test_sse_cr_at_a_chunk_end_is_not_a_blank_line() -> None:
+    assert _decode(b"data: a\r", b"\n\r", b"\n") == [ServerSentEvent("message", "a", None)]
+    assert _decode(b"data: a\r\r") == [ServerSentEvent("message", "a", None)]  # CR CR at the end
+
+
+def test_sse_event_cut_off_by_the_end_of_the_stream_is_dropped() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"id: 1\ndata: complete\n\nid: 2\ndata: cut") == [
+        ServerSentEvent("message", "complete", "1")
+    ]
+    assert decoder.close() == []
+    assert decoder.last_event_id == "2"
+
+
+def test_sse_id_with_nul_is_ignored_and_bad_retry_too() -> None:
+    events = _decode(b"id: 1\n\nid: a\0b\nretry: 10x\ndata: d\n\n")
+    assert events == [ServerSentEvent("message", "d", "1")]
+
+
+# -- following a job
+
+
+def _job(state: str, done: int = 0) -> dict[str, Any]:
+    return {"id": "j1", "state": state, "progress": {"done": done, "total": 3, "unit": "steps"}}
+
+
+def _sse(*jobs: dict[str, Any], first_id: int = 1) -> bytes:
+    events = (
+        f"id: {first_id + n}\nevent: {'progress' if n else 'state'}\ndata: {json.dumps(job)}\n\n"
+        for n, job in enumerate(jobs)
+    )
+    return "".join(events).encode()
+
+
+class _Dropping(httpx.SyncByteStream):
+    """A response body that breaks off after `body`, as a dropped connection does."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self._body
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete body")
+
+
+def _problem(status: int, code: str, detail: str = "nope", **headers: str) -> httpx.Response:
+    body = {
+        "type": f"urn:yolo-orch:problem:{code}",
+        "status": status,
+        "detail": detail,
+        "code": code,
+    }
+    return httpx.Response(
+        status, json=body, headers={"content-type": "application/problem+json", **headers}
+    )
+
+
+def _client(
+    handler: Callable[[httpx.Request], httpx.Response], token: str | None = None
+) -> ApiClient:
+    return ApiClient("http://test", token, transport=httpx.MockTransport(handler))
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _follow(api: ApiClient, clock: _Clock) -> list[str]:
+    return [
+        f"{job['state']}:{job['progress']['done']}"
+        for job in follow_job(api, "j1", sleep=clock.sleep, clock=clock)
+    ]
+
+
+def test_follow_reads_the_event_stream_until_a_terminal_state() -> None:
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        body = _sse(_job("queued"), _job("running", 1), _job("succeeded", 3), _job("running", 9))
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    clock = _Clock()
+    assert _follow(_client(handler), clock) == ["queued:0", "running:1", "succeeded:3"]
+    assert [r.url.path for r in requests] == ["/v1/jobs/j1/events"]
+    assert requests[0].headers["accept"] == "text/event-stream"
+    assert "last-event-id" not in requests[0].headers
+    assert clock.sleeps == []
+
+
+def test_follow_resumes_a_dropped_stream_with_last_event_id() -> None:
+    seen_ids: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen_ids.append(request.headers.get("last-event-id"))
+        if len(seen_ids) == 1:
+            body = _sse(_job("queued"), _job("running", 1))
+            return httpx.Response(200, stream=_Dropping(body))
+        if len(seen_ids) == 2:  # a restarting server
+            raise httpx.ConnectError("connection refused")
+        return httpx.Response(200, content=_sse(_job("running", 2), _job("failed", 2), first_id=3))
+
+    clock = _Clock()
+    assert _follow(_client(handler), clock) == ["queued:0", "running:1", "running:2", "failed:2"]
+    assert seen_ids == [None, "2", "2"]
+    assert len(clock.sleeps) == 2
+
+
+def test_follow_gives_up_when_the_server_stays_away() -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return httpx.Response(200, stream=_Dropping(_sse(_job("running", 1))))
+        raise httpx.ConnectError("connection refused")
+
+    clock = _Clock()
+    with pytest.raises(ApiError) as caught:
+        _follow(_client(handler), clock)
+
+    assert caught.value.exit_code is ExitCode.UNAVAILABLE
+    assert caught.value.code == "unreachable"
+    assert 29 <= clock.now <= 31  # RECONNECT_BUDGET_S
+    assert max(clock.sleeps) <= 5
+
+
+def test_follow_fails_at_once_when_the_server_was_never_reached() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    clock = _Clock()
+    with pytest.raises(ApiError) as caught:
+        _follow(_client(handler), clock)
+
+    assert caught.value.exit_code is ExitCode.UNAVAILABLE
+    assert clock.sleeps == []
+
+
+def test_follow_polls_when_the_server_has_no_event_stream() -> None:
+    polls = iter([_job("queued"), _job("running", 1), _job("running", 1), _job("cancelled", 1)])
+    paths: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        paths.append(request.url.path)
+        if request.url.path.endswith("/events"):
+            return _problem(404, "not_found", "no route for GET /v1/jobs/j1/events")
+        return httpx.Response(200, json=next(polls))
+
+    clock = _Clock()
+    assert _follow(_client(handler), clock) == ["queued:0", "running:1", "cancelled:1"]
+    assert paths == ["/v1/jobs/j1/events"] + ["/v1/jobs/j1"] * 4
+    assert clock.sleeps == [0.5, 0.5, 0.5]
+
+
+def test_follow_of_an_unknown_job_is_not_found() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return _problem(404, "job_not_found", "no job with id 'j1'")
+
+    with pytest.raises(ApiError) as caught:
+        _follow(_client(handler), _Clock())
+
+    assert caught.value.exit_code is ExitCode.NOT_FOUND
+    assert str(caught.value) == "no job with id 'j1' (job_not_found)"
+
+
+# -- errors and exit codes
+
+
+@pytest.mark.parametrize(
+    ("response", "exit_code", "code", "in_detail"),
+    [
+        (
+            _problem(401, "unauthorized", "a bearer token is required"),
+            ExitCode.AUTH,
+            "unauthorized",
+            "--token",
+        ),
+        (_problem(403, "forbidden", "this token may not"), ExitCode.AUTH, "forbidden", "may not"),
+        (_problem(404, "model_not_found"), ExitCode.NOT_FOUND, "model_not_found", "nope"),
+        (_problem(409, "job_finished"), ExitCode.USAGE, "job_finished", "nope"),
+        (_problem(422, "invalid_request"), ExitCode.USAGE, "invalid_request", "nope"),
+        (
+            _problem(429, "queue_full", **{"Retry-After": "7"}),
+            ExitCode.UNAVAILABLE,
+            "queue_full",
+            "retry after 7 s",
+        ),
+        (_problem(503, "shutting_down"), ExitCode.UNAVAILABLE, "shutting_down", "nope"),
+        (
+            httpx.Response(502, text="<html>bad gateway</html>"),
+            ExitCode.UNAVAILABLE,
+            "http_502",
+            "HTTP 502 Bad Gateway",
+        ),
+    ],
+)
+def test_error_answers_map_to_exit_codes(
+    response: httpx.Response, exit_code: ExitCode, code: str, in_detail: str
+) -> None:
+    with pytest.raises(ApiError) as caught:
+        _client(lambda request: response).job("j1")
+
+    assert caught.value.exit_code is exit_code
+    assert caught.value.code == code
+    assert in_detail in caught.value.detail
+
+
+def test_the_token_is_sent_as_a_bearer_header() -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"models": []})
+
+    _client(handler, token="s3cret").models()
+    _client(handler).models()
+
+    assert seen[0].headers["authorization"] == "Bearer s3cret"
+    assert "authorization" not in seen[1].headers
+
+
+def test_ids_cannot_reach_another_route() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.raw_path.decode())
+        return httpx.Response(200, json=_job("queued"))
+
+    _client(handler).job("../models")
+
+    assert seen == ["/v1/jobs/..%2Fmodels"]
