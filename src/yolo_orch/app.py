@@ -20,7 +20,7 @@ from yolo_orch.api.auth import jobs_scope
 from yolo_orch.api.deps import Services
 from yolo_orch.api.docs import install_docs
 from yolo_orch.api.limits import BodyLimits
-from yolo_orch.api.problems import install_problem_handlers
+from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents, PublishingJobStore
@@ -68,6 +68,7 @@ def create_app(
     )
     install_docs(app)  # from the package's own assets: no CDN
     install_problem_handlers(app)
+    install_problem_openapi(app)
     for router in (jobs.router, models.router, devices.router):
         app.include_router(router, dependencies=[jobs_scope])
     app.include_router(health.router)

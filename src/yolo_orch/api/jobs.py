@@ -90,7 +90,7 @@ async def submit_inference_upload(
     services: ServicesDep,
     response: Response,
     model: Annotated[str, Form(min_length=1, max_length=200)],
-    images: Annotated[list[UploadFile], File(description="The images to run.")],
+    images: Annotated[list[UploadFile], File(min_length=1, description="The images to run.")],
     params: Annotated[str, Form(description="JSON object of inference params.")] = "{}",
     priority: Annotated[int, Form(ge=-100, le=100)] = 0,
     idempotency_key: IdempotencyKey = None,

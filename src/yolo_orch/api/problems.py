@@ -3,12 +3,15 @@ errors to HTTP status codes."""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -51,7 +54,10 @@ class Problem(BaseModel):
 
 
 class ValidationProblem(Problem):
-    errors: list[dict[str, Any]]
+    errors: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Each invalid field (`loc`, `msg`, `type`) when the request failed validation.",
+    )
 
 
 def problem_response(
@@ -69,15 +75,56 @@ def problem_response(
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries so /docs shows the problem shape for each error status."""
-    return {
-        status: {
-            "model": ValidationProblem if status == 422 else Problem,
-            "content": {PROBLEM_MEDIA_TYPE: {}},
-            "description": HTTPStatus(status).phrase,
-        }
-        for status in statuses
-    }
+    """The error statuses a route documents; `install_problem_openapi` gives each the problem
+    shape."""
+    return {status: {"description": HTTPStatus(status).phrase} for status in statuses}
+
+
+def install_problem_openapi(app: FastAPI) -> None:
+    """Document every error answer as what it is: problem JSON (FastAPI documents 422 as its
+    own `HTTPValidationError`), 401/403 on the token-checked /v1 routes, 413 wherever a body is
+    read."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = _with_problems(
+                get_openapi(
+                    title=app.title,
+                    version=app.version,
+                    summary=app.summary,
+                    routes=app.routes,
+                )
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _with_problems(spec: dict[str, Any]) -> dict[str, Any]:
+    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    for model in (Problem, ValidationProblem):
+        schemas[model.__name__] = model.model_json_schema(
+            ref_template="#/components/schemas/{model}"
+        )
+    for path, operations in spec["paths"].items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            if path.startswith("/v1/"):
+                responses.setdefault("401", {"description": "Unauthorized"})
+                responses.setdefault("403", {"description": "Forbidden"})
+            if "requestBody" in operation:
+                responses.setdefault("413", {"description": "Content Too Large"})
+            for status, response in responses.items():
+                if status.isdigit() and int(status) >= 400 and _problem_shaped(response):
+                    name = "ValidationProblem" if status == "422" else "Problem"
+                    response["content"] = {
+                        PROBLEM_MEDIA_TYPE: {"schema": {"$ref": f"#/components/schemas/{name}"}}
+                    }
+    text = json.dumps(spec)  # what is still referenced after the rewrite
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if f"#/components/schemas/{unused}" not in text:
+            schemas.pop(unused, None)
+    return spec
 
 
 async def _app_error(request: Request, exc: Exception) -> JSONResponse:
@@ -112,13 +159,40 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    code = _HTTP_CODES.get(exc.status_code) or HTTPStatus(exc.status_code).phrase.lower().replace(
-        " ", "_"
-    ).replace("-", "_")
-    detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
-    if exc.status_code == 404 and detail == "Not Found":
+    status = exc.status_code
+    detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
+    headers = dict(exc.headers or {})
+    if status == 400:  # FastAPI's answer to a body it cannot decode: a bad request body
+        return problem_response(422, "invalid_request", f"the request body is unreadable: {detail}")
+    if status == 404 and detail == "Not Found":
         detail = f"no route for {request.method} {request.url.path}"
-    return problem_response(exc.status_code, code, detail, dict(exc.headers or {}))
+    if status == 405:  # Starlette names the first matching route's methods only
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    code = _HTTP_CODES.get(status) or HTTPStatus(status).phrase.lower().replace(" ", "_")
+    return problem_response(status, code.replace("-", "_"), detail, headers)
+
+
+def _problem_shaped(response: dict[str, Any]) -> bool:
+    """An error answer the app sends as problem JSON: all but those declared with their own
+    model (readiness answers 503 with its checks)."""
+    schemas = [media.get("schema", {}) for media in response.get("content", {}).values()]
+    return all(
+        not schema or schema.get("$ref", "").endswith("/HTTPValidationError") for schema in schemas
+    )
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path, read from the API's own description."""
+    path = request.url.path
+    paths: dict[str, dict[str, Any]] = request.app.openapi()["paths"]
+    if path in paths:  # a literal path (/v1/jobs/inference) outranks a template that matches it
+        return sorted(method.upper() for method in paths[path])
+    methods: set[str] = set()
+    for template, operations in paths.items():
+        literal = (re.escape(part) for part in re.split(r"\{[^/}]+\}", template))
+        if re.fullmatch("[^/]+".join(literal), path):
+            methods |= {method.upper() for method in operations}
+    return sorted(methods)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
