@@ -172,7 +172,10 @@ async def _open_stores(
         memory = InMemoryDatabase()
         return InMemoryJobStore(memory), InMemoryModelStore(memory), lambda: True
     url = settings.sqlite_url
+    before = await anyio.to_thread.run_sync(migrate.current_revision, url)
     await anyio.to_thread.run_sync(migrate.upgrade_to_head, url)
+    if before != migrate.head_revision():
+        log.info("database schema migrated from %s to %s", before, migrate.head_revision())
     db = SQLiteDatabase(url)
     await db.open()
     stack.push_async_callback(db.close)

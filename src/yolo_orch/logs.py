@@ -39,6 +39,9 @@ def configure_logging(level: str, json_lines: bool) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(min(handler.level, logging.INFO))
+    # Alembic announces its plugins at import and its context at every readiness check.
+    for chatty in ("alembic.runtime.plugins", "alembic.runtime.migration"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 class JsonFormatter(logging.Formatter):
