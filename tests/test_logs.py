@@ -25,11 +25,15 @@ def test_json_lines_carry_the_job_id_and_extras() -> None:
 
 
 def test_records_land_in_the_log_of_the_job_in_progress(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     # ultralytics' logger does not propagate; its level is its own (INFO when verbose).
-    monkeypatch.setattr(logging.getLogger("ultralytics"), "propagate", False)
-    monkeypatch.setattr(logging.getLogger("ultralytics"), "level", logging.INFO)
+    ultralytics = logging.getLogger("ultralytics")
+    monkeypatch.setattr(ultralytics, "propagate", False)
+    monkeypatch.setattr(ultralytics, "disabled", False)
+    level = ultralytics.level
+    ultralytics.setLevel(logging.INFO)  # setLevel, not an attribute: loggers cache levels
+    request.addfinalizer(lambda: ultralytics.setLevel(level))
     handler = install_job_logs(tmp_path)
     try:
         token = current_job.set("j2")
