@@ -52,6 +52,10 @@ if TYPE_CHECKING:  # the client commands start without the server's imports
 log = logging.getLogger("yolo_orch")
 
 
+EXIT_CUDA_FATAL = 75
+"""`serve`'s exit status after a sticky CUDA error: systemd restarts it (Restart=on-failure)."""
+
+
 class DrainingServer(uvicorn.Server):
     """On the first SIGTERM/SIGINT: refuse new jobs (503) but keep answering polls while
     running jobs get `shutdown_grace_s` to finish; then stop. A second signal stops at once."""
@@ -72,6 +76,8 @@ class DrainingServer(uvicorn.Server):
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
         self._notifier = Notifier.from_environ(os.environ)
+        self._fatal_watch: asyncio.Task[None] | None = None
+        self.exit_code = 0
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -87,6 +93,14 @@ class DrainingServer(uvicorn.Server):
         await super().startup(sockets)
         if self.started:
             self._notifier.ready(f"serving on {self._settings.host}:{self._settings.port}")
+            self._fatal_watch = asyncio.create_task(self._exit_when_poisoned())
+
+    async def _exit_when_poisoned(self) -> None:
+        services: Services = self._app.state.services
+        await services.dispatcher.fatal.wait()
+        self.exit_code = EXIT_CUDA_FATAL
+        self._notifier.stopping("a fatal CUDA error: restarting")
+        self.should_exit = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining or self._loop is None or not self.started:
@@ -272,11 +286,11 @@ def _serve(settings: Settings) -> int:
     server = DrainingServer(app, settings)
     server.run()
     services: Services | None = getattr(app.state, "services", None)
-    if services is not None and services.dispatcher.abandoned:
-        # Worker threads of abandoned runs cannot be stopped; don't wait for them. Their jobs
-        # stay RUNNING in the store and are requeued at the next start.
+    if server.exit_code or (services is not None and services.dispatcher.abandoned):
+        # Worker threads of abandoned runs (or stuck in a failed CUDA context) cannot be
+        # stopped; don't wait for them. Recovery settles their jobs at the next start.
         logging.shutdown()
-        os._exit(0)
+        os._exit(server.exit_code)
     return 0
 
 

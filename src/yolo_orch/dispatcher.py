@@ -16,7 +16,7 @@ import anyio.to_thread
 from yolo_orch.admission import Lane, Lanes
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress
-from yolo_orch.errors import JobCancelled, YoloOrchError
+from yolo_orch.errors import JobAlreadyFinished, JobCancelled, YoloOrchError
 from yolo_orch.executor import Executor
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
@@ -62,6 +62,9 @@ class Dispatcher:
         """Jobs that were running when the server last died: each runs alone once, so a job
         that kills the server takes no innocent neighbour's attempts with it."""
         self.abandoned = 0
+        self.fatal = asyncio.Event()
+        """Set once a sticky CUDA error has poisoned this process: the server must exit (and
+        systemd restart it) for CUDA to work again."""
         """Runs left behind by `drain`; their worker threads may still be going."""
 
     @property
@@ -182,6 +185,8 @@ class Dispatcher:
             log.info("job %s %s", job.id, outcome.state)
             if self._on_run_end is not None:
                 self._on_run_end(job, outcome, loop.time() - started)
+            if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
+                await self._poisoned(job.id, outcome.error)
         except asyncio.CancelledError:
             raise  # abandoned at shutdown: the job stays RUNNING for recovery
         except Exception:
@@ -190,6 +195,26 @@ class Dispatcher:
             if run.progress_writer is not None:
                 run.progress_writer.cancel()
             self._forget(run, lanes)
+
+    async def _poisoned(self, culprit: str, error: JobError) -> None:
+        """Admit nothing more, fail the other jobs running in this CUDA context, and say the
+        process must end; queued jobs wait for the next start."""
+        log.critical("job %s hit a fatal CUDA error; the server must restart", culprit)
+        self._stopping = True
+        self.wake()
+        collateral = JobError(
+            ErrorCode.CUDA_FATAL,
+            f"the CUDA context of the server failed while this job ran (job {culprit}: "
+            f"{error.message})",
+        )
+        for run in list(self._runs.values()):
+            if run.job_id == culprit or run.task is None:
+                continue
+            run.cancel.set()
+            run.task.cancel()  # its own outcome is not recorded: this one is
+            with contextlib.suppress(JobAlreadyFinished):
+                await self._store.finish(run.job_id, Outcome(JobState.FAILED, collateral), utcnow())
+        self.fatal.set()
 
     async def _execute(self, ctx: RunContext) -> Outcome:
         try:
@@ -220,11 +245,25 @@ class Dispatcher:
             await asyncio.sleep(self._progress_interval_s)
 
 
+_STICKY_CUDA_ERRORS = (
+    "illegal memory access",
+    "device-side assert",
+    "unspecified launch failure",
+    "misaligned address",
+    "illegal instruction",
+    "uncorrectable ECC error",
+    "CUDA error: unknown error",
+)
+"""CUDA errors after which the process's CUDA context is unusable until the process ends."""
+
+
 def failure_of(exc: BaseException) -> JobError:
-    """Classify what a runner raised. torch reports CUDA OOM as a RuntimeError subclass whose
-    message says "out of memory"; the simulated runtime raises the same."""
+    """Classify what a runner raised by what torch says: CUDA OOM is a RuntimeError saying "out
+    of memory"; sticky CUDA errors name their cause. The simulated runtime raises the same."""
     if isinstance(exc, YoloOrchError):
         return JobError(exc.code, exc.message)
+    if isinstance(exc, RuntimeError) and any(sign in str(exc) for sign in _STICKY_CUDA_ERRORS):
+        return JobError(ErrorCode.CUDA_FATAL, str(exc))
     if isinstance(exc, RuntimeError) and "out of memory" in str(exc):
         return JobError(ErrorCode.CUDA_OOM, str(exc))
     return JobError(ErrorCode.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")

@@ -51,6 +51,8 @@ class ErrorCode(enum.StrEnum):
     INVALID_INPUT = "invalid_input"
     MODEL_NOT_FOUND = "model_not_found"
     CUDA_OOM = "cuda_oom"
+    CUDA_FATAL = "cuda_fatal"
+    """A sticky CUDA error poisoned the process's CUDA context: the server restarts."""
     RUNTIME_ERROR = "runtime_error"
     INTERRUPTED = "interrupted"
 

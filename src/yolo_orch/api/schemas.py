@@ -28,10 +28,11 @@ class SimulatedParams(_Strict):
     sim_steps: int | None = Field(
         default=None, ge=1, le=10_000, description="Simulated: progress steps (default 5)."
     )
-    sim_fail: Literal["error", "oom", "crash"] | None = Field(
+    sim_fail: Literal["error", "oom", "cuda_fatal", "crash"] | None = Field(
         default=None,
-        description='Simulated: "error" raises, "oom" raises CUDA out of memory, "crash" kills '
-        "the server process.",
+        description='Simulated: "error" raises, "oom" raises CUDA out of memory, "cuda_fatal" '
+        'raises a sticky CUDA error (the server then exits to be restarted), "crash" kills the '
+        "server process.",
     )
 
 

@@ -63,6 +63,10 @@ class SimulatedRunner:
                     raise RuntimeError("simulated failure")
                 if failure == "oom":
                     raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
+                if failure == "cuda_fatal":
+                    raise RuntimeError(
+                        "CUDA error: an illegal memory access was encountered (simulated)"
+                    )
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         with (ctx.workdir / RUN_LOG).open("a") as log:
             log.write(f"attempt {ctx.job.attempt} succeeded\n")
