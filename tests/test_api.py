@@ -361,3 +361,21 @@ async def test_each_job_keeps_its_log_lines(client: httpx.AsyncClient) -> None:
     bad_log = (await client.get(f"/v1/jobs/{bad['id']}/logs")).text
     assert "simulated failure" in bad_log
     assert_problem(await client.get("/v1/jobs/nope/logs"), 404, "job_not_found")
+
+
+async def test_uploads_are_bounded_by_max_files_per_job(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    async with serve(create_app(settings_factory(max_files_per_job=2))) as client:
+        image = ("images", ("a.jpg", b"x", "image/jpeg"))
+        too_many = await client.post("/v1/jobs/inference", data={"model": "sim"}, files=[image] * 3)
+        assert_problem(too_many, 422, "too_many_files")
+        no_model = await client.post("/v1/jobs/inference", files=[image])
+        assert_problem(no_model, 422, "invalid_request")
+        extra = await client.post(
+            "/v1/jobs/inference", data={"model": "sim", "colour": "red"}, files=[image]
+        )
+        assert_problem(extra, 422, "invalid_request")
+        ok = await client.post("/v1/jobs/inference", data={"model": "sim"}, files=[image] * 2)
+        assert ok.status_code == 202
+        assert ok.json()["inputs"] == ["a.jpg", "a.jpg"]

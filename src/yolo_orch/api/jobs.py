@@ -7,13 +7,15 @@ import binascii
 import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Body, File, Form, Header, Path, Query, Response, UploadFile, status
+from fastapi import APIRouter, Body, Header, Path, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from yolo_orch.api.deps import JobServiceDep, Services, ServicesDep
 from yolo_orch.api.problems import problem_responses
@@ -75,6 +77,47 @@ def _accepted(job: Job, created: bool, response: Response) -> JobPublic:
     return JobPublic.of(job)
 
 
+_UPLOAD_FIELDS = 8
+"""Form fields an upload may carry besides its images (it needs three)."""
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["model", "images"],
+                    "properties": {
+                        "model": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "images": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "The images to run (at most max_files_per_job).",
+                        },
+                        "params": {
+                            "type": "string",
+                            "default": "{}",
+                            "description": "JSON object of inference params.",
+                        },
+                        "priority": {"type": "integer", "minimum": -100, "maximum": 100},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+class _UploadFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=200)
+    params: str = "{}"
+    priority: int = Field(default=0, ge=-100, le=100)
+
+
 @router.post(
     "/inference",
     status_code=status.HTTP_202_ACCEPTED,
@@ -83,37 +126,45 @@ def _accepted(job: Job, created: bool, response: Response) -> JobPublic:
     description="Multipart: the images (`images`, repeated) and the fields of a JSON inference "
     "job (`params` as a JSON object). The images are stored with the job before it is accepted. "
     "An image that cannot be decoded gets an `error` entry in the result; the others are "
-    "processed.",
+    "processed. At most `max_files_per_job` images; more parts are refused before they are "
+    "read.",
     responses=problem_responses(404, 413, 422, 429, 503),
+    openapi_extra=_UPLOAD_BODY,
 )
 async def submit_inference_upload(
+    request: Request,
     services: ServicesDep,
     response: Response,
-    model: Annotated[str, Form(min_length=1, max_length=200)],
-    images: Annotated[list[UploadFile], File(min_length=1, description="The images to run.")],
-    params: Annotated[str, Form(description="JSON object of inference params.")] = "{}",
-    priority: Annotated[int, Form(ge=-100, le=100)] = 0,
     idempotency_key: IdempotencyKey = None,
 ) -> JobPublic:
-    if len(images) > services.settings.max_files_per_job:
-        raise InvalidJob(
-            f"{len(images)} images: at most {services.settings.max_files_per_job} per job",
-            code="too_many_files",
-        )
+    limit = services.settings.max_files_per_job
     try:
-        body = InferenceJobCreate(
-            kind="inference",
-            model=model,
-            inputs=[image.filename or f"image-{i}" for i, image in enumerate(images)],
-            params=InferenceParams.model_validate_json(params),
-            priority=priority,
-        )
-    except ValidationError as exc:
-        raise RequestValidationError(exc.errors()) from None
-    new = body.to_new_job(services.settings.max_attempts, idempotency_key)
-    files, digests = await anyio.to_thread.run_sync(
-        services.files.save_inputs, new.id, [(image.filename or "", image.file) for image in images]
-    )
+        form = await request.form(max_files=limit, max_fields=_UPLOAD_FIELDS)
+    except StarletteHTTPException as exc:  # the parser's limits: too many parts
+        raise InvalidJob(f"{exc.detail} (max_files_per_job)", code="too_many_files") from None
+    try:
+        images = [part for part in form.getlist("images") if isinstance(part, UploadFile)]
+        fields = {key: value for key, value in form.multi_items() if key != "images"}
+        try:
+            if not images:
+                raise ValidationError.from_exception_data(
+                    "upload", [{"type": "missing", "loc": ("images",), "input": None}]
+                )
+            form_fields = _UploadFields.model_validate(fields)
+            body = InferenceJobCreate(
+                kind="inference",
+                model=form_fields.model,
+                inputs=[image.filename or f"image-{i}" for i, image in enumerate(images)],
+                params=InferenceParams.model_validate_json(form_fields.params),
+                priority=form_fields.priority,
+            )
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors()) from None
+        new = body.to_new_job(services.settings.max_attempts, idempotency_key)
+        uploads = [(image.filename or "", image.file) for image in images]
+        files, digests = await anyio.to_thread.run_sync(services.files.save_inputs, new.id, uploads)
+    finally:
+        await form.close()
     fingerprint = hashlib.sha256(f"{new.request_fingerprint}:{','.join(digests)}".encode())
     new = replace(
         new,
