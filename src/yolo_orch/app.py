@@ -215,6 +215,7 @@ def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
         settings.data_dir / "ultralytics",
         model_cache_size=settings.model_cache_size,
         data_roots=settings.data_roots,
+        cpu_threads=settings.cpu_threads,
     )
 
 

@@ -82,6 +82,12 @@ class Settings(BaseSettings):
     model_cache_size: int = Field(
         default=2, ge=0, description="Loaded models each lane keeps warm (LRU)."
     )
+    cpu_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch threads of a job on the cpu lane (set in its worker thread); empty: "
+        "the runners' default. CUDA lanes use 1.",
+    )
     max_files_per_job: int = Field(default=1000, ge=1, description="Images one job may name.")
     max_request_bytes: int = Field(
         default=1 << 20, ge=1024, description="Largest JSON request body (413 beyond)."

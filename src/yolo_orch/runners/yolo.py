@@ -36,12 +36,18 @@ class UltralyticsRuntime:
         *,
         model_cache_size: int,
         data_roots: Sequence[Path],
+        cpu_threads: int | None,
     ) -> None:
         configure_ultralytics(config_dir)  # before anything imports ultralytics
         self._registry = registry
-        self.inference = YoloInferenceRunner(self._resolve_weights, model_cache_size)
+        self.inference = YoloInferenceRunner(
+            self._resolve_weights, model_cache_size, cpu_threads=cpu_threads
+        )
         self.training = YoloTrainingRunner(
-            self._resolve_weights, self._register_model, data_roots=data_roots
+            self._resolve_weights,
+            self._register_model,
+            data_roots=data_roots,
+            cpu_threads=cpu_threads,
         )
 
     def lanes(self) -> list[str]:
