@@ -14,9 +14,9 @@ test: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not gpu"
 
 lint: $(VENV)/.installed-dev
-	$(VENV)/bin/ruff check src tests migrations
-	$(VENV)/bin/ruff format --check src tests migrations
-	$(VENV)/bin/mypy src
+	$(VENV)/bin/ruff check src tests migrations bench
+	$(VENV)/bin/ruff format --check src tests migrations bench
+	$(VENV)/bin/mypy src bench
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev

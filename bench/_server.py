@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -115,9 +116,9 @@ def wait_all_terminal(client: httpx.Client, timeout_s: float, interval_s: float 
         time.sleep(interval_s)
 
 
-def list_jobs(client: httpx.Client) -> list[dict[str, object]]:
+def list_jobs(client: httpx.Client) -> list[dict[str, Any]]:
     """Every job, newest first."""
-    jobs: list[dict[str, object]] = []
+    jobs: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
         params: dict[str, str | int] = {"limit": 500}

@@ -55,7 +55,7 @@ def workspace(image_sets: dict[str, int], dataset: bool = False) -> Iterator[Wor
 
 
 @contextlib.contextmanager
-def real_server(ws: Workspace, **settings: object) -> Iterator[BenchServer]:
+def real_server(ws: Workspace, **settings: Any) -> Iterator[BenchServer]:
     """A `runtime = "auto"` server over `ws`, with the checkpoint imported as `tiny`."""
     with running_server(
         runtime="auto",

@@ -79,8 +79,10 @@ def run(lanes: int, seconds: float, work_s: float, training_share: float) -> dic
         raise RuntimeError(f"unexpected job states: {states}")
     begin = _ts(gate_job["finished_at"])
     end = max(_ts(job["finished_at"]) for job in jobs)
-    busy = sum((_ts(job["finished_at"]) - _ts(job["started_at"])) * job["gpus"] for job in jobs)
-    ideal = sum(seconds * job["gpus"] for job in jobs)
+    busy = sum(
+        (_ts(job["finished_at"]) - _ts(job["started_at"])) * int(job["gpus"]) for job in jobs
+    )
+    ideal = sum(seconds * int(job["gpus"]) for job in jobs)
     wall = end - begin
     return {
         "jobs": len(jobs),

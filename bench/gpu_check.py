@@ -83,7 +83,7 @@ def train(
 
     kept: list[Path] = []
 
-    def register(path: Path, name: str) -> dict[str, Any]:
+    def register(path: Path, name: str, job_id: str) -> dict[str, Any]:
         target = base / "models" / f"{name}.pt"
         target.parent.mkdir(exist_ok=True)
         target.write_bytes(path.read_bytes())

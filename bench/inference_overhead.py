@@ -5,10 +5,12 @@ process, on the same checkpoint, images and settings, in one run.
 
 Server: the time from POST /v1/jobs to the poll (every 5 ms) that sees the job succeeded
 (end to end, what a client gets), and the job's own `finished_at - started_at` (server side).
-Direct: `YOLO(path)` (cold only) then `predict(stream=True)` over the same image files, with the
-same imgsz, conf, iou, max_det and thread count as the server's CPU lane. Cold = the first job
+Direct: `YOLO(path)` (cold only), then the same image files decoded as the server decodes them and
+`predict(stream=True)` over that list (ultralytics batches it), with the same imgsz, conf, iou,
+max_det and thread count as the server's CPU lane. Cold = the first job
 after the model import (the server loads and warms the model) vs a fresh `YOLO(path)` + predict.
-Only one side runs at a time; the server idles while the direct runs are measured.
+Only one side runs at a time (the server idles while a direct run is measured); the two sides'
+runs alternate, so load from other processes lands on both.
 """
 
 from __future__ import annotations
@@ -37,19 +39,28 @@ def main() -> None:
     rows: list[tuple[str, int, float, float, float]] = []
     with workspace(SETS) as ws, real_server(ws) as server:
         paths = {name: sorted((ws.data / name).glob("*.jpg")) for name in SETS}
+        direct = Direct(ws.weights, args.imgsz)
+        server_runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        direct_runs: dict[tuple[str, int], list[float]] = {}
         with httpx.Client(base_url=server.url, timeout=60) as client:
-            server_runs = {
-                ("cold", 1): [server_job(client, "one/*.jpg", args.imgsz)],
-                ("warm", 1): [
-                    server_job(client, "one/*.jpg", args.imgsz) for _ in range(args.repeats * 3)
-                ],
-                ("warm", 32): [
-                    server_job(client, "batch32/*.jpg", args.imgsz) for _ in range(args.repeats)
-                ],
-            }
-        direct_runs = direct(ws.weights, paths, args.imgsz, args.repeats)
+            server_runs[("cold", 1)] = [server_job(client, "one/*.jpg", args.imgsz)]
+            direct_runs[("cold", 1)] = [direct.cold(paths["one"])]
+            # Interleaved, so that load from other processes on a shared host drifts onto both
+            # sides alike rather than onto whichever side ran later.
+            for _ in range(args.repeats):
+                for key, name, pattern, times in (
+                    (("warm", 1), "one", "one/*.jpg", 3),
+                    (("warm", 32), "batch32", "batch32/*.jpg", 1),
+                ):
+                    for _ in range(times):
+                        run = server_job(client, pattern, args.imgsz)
+                        server_runs.setdefault(key, []).append(run)
+                        direct_runs.setdefault(key, []).append(direct.warm(paths[name]))
 
-    print(f"imgsz {args.imgsz}, CPU threads {os.cpu_count()}, model {ws.weights.name} (yolo11n)")
+    print(
+        f"imgsz {args.imgsz}, {os.cpu_count()} CPUs, {direct.threads} torch threads, "
+        f"model {ws.weights.name} (yolo11n)"
+    )
     header = (
         f"{'run':>5} {'images':>6} {'direct img/s':>12} {'server e2e img/s':>16} "
         f"{'server run img/s':>16} {'e2e/direct':>10} {'run/direct':>10}"
@@ -87,42 +98,50 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp).timestamp()
 
 
-def direct(
-    weights: Path, paths: dict[str, list[Path]], imgsz: int, repeats: int
-) -> dict[tuple[str, int], list[float]]:
-    import torch
-    from ultralytics.models import YOLO
+class Direct:
+    """ultralytics called directly, as a user would on the job's files: decode them with
+    ultralytics' own `imread` (`np.fromfile` + `cv2.imdecode`, the server's decode path; a list of
+    paths would make ultralytics decode with PIL instead), then one `predict(stream=True)` over the
+    list of arrays, which ultralytics runs as one batch. Same thread count as the server's CPU lane.
+    """
 
-    torch.set_num_threads(os.cpu_count() or 1)  # what the server sets on its CPU lane
-    settings: dict[str, Any] = {
-        "device": "cpu",
-        "imgsz": imgsz,
-        "conf": 0.25,
-        "iou": 0.7,
-        "max_det": 300,
-        "verbose": False,
-        "save": False,
-    }
+    def __init__(self, weights: Path, imgsz: int) -> None:
+        import torch  # imported here, outside the timed runs
+        from ultralytics.models import YOLO
+        from ultralytics.utils.patches import imread
 
-    def predict(model: YOLO, files: list[Path]) -> None:
-        for result in model.predict(source=[str(f) for f in files], stream=True, **settings):
+        from yolo_orch.runners.inference import default_cpu_threads
+
+        self.torch, self.yolo, self.imread = torch, YOLO, imread
+        self.threads = default_cpu_threads()
+        self.weights = weights
+        self.settings: dict[str, Any] = {
+            "device": "cpu",
+            "imgsz": imgsz,
+            "conf": 0.25,
+            "iou": 0.7,
+            "max_det": 300,
+            "verbose": False,
+            "save": False,
+        }
+        self.model: Any = None
+
+    def cold(self, files: list[Path]) -> float:
+        started = time.perf_counter()
+        self.model = self.yolo(str(self.weights))
+        self._predict(files)
+        return time.perf_counter() - started
+
+    def warm(self, files: list[Path]) -> float:
+        started = time.perf_counter()
+        self._predict(files)
+        return time.perf_counter() - started
+
+    def _predict(self, files: list[Path]) -> None:
+        self.torch.set_num_threads(self.threads)  # what the server sets on its CPU lane
+        images = [self.imread(f) for f in files]
+        for result in self.model.predict(source=images, stream=True, **self.settings):
             _ = result.boxes  # consume like the server does
-        return None
-
-    runs: dict[tuple[str, int], list[float]] = {}
-    started = time.perf_counter()
-    model = YOLO(str(weights))
-    predict(model, paths["one"])
-    runs[("cold", 1)] = [time.perf_counter() - started]
-    runs[("warm", 1)] = [_timed(predict, model, paths["one"]) for _ in range(repeats * 3)]
-    runs[("warm", 32)] = [_timed(predict, model, paths["batch32"]) for _ in range(repeats)]
-    return runs
-
-
-def _timed(predict: Any, model: Any, files: list[Path]) -> float:
-    started = time.perf_counter()
-    predict(model, files)
-    return time.perf_counter() - started
 
 
 if __name__ == "__main__":

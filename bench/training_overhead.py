@@ -58,7 +58,7 @@ def train_directly(data_yaml: Path, epochs: int, threads: int) -> float:
     """What the runner asks of ultralytics, without the server (the runtime is already
     configured offline by `workspace`)."""
     import torch
-    from ultralytics import YOLO
+    from ultralytics.models import YOLO
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as project:

@@ -284,3 +284,150 @@ def test_a_model_copied_elsewhere_with_the_same_content_is_the_same_cache_entry(
         runner_two_refs.run(ctx)
 
     assert runner_two_refs.loads == 1
+
+
+# --- batching: one forward pass per chunk and shape, per-image behaviour kept ---
+
+
+@pytest.fixture(scope="module")
+def many_images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    return make_images(tmp_path_factory.mktemp("many"), 10, seed=3)  # 4 shapes, cycling
+
+
+def _counting_predict(patch: pytest.MonkeyPatch) -> list[int]:
+    """Patch YOLO.predict to record how many images each call got (warm-up calls included)."""
+    from ultralytics.models import YOLO
+
+    sizes: list[int] = []
+    original = YOLO.predict
+
+    def counting(self: Any, source: Any = None, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(source) if isinstance(source, list) else 1)
+        return original(self, source, *args, **kwargs)
+
+    patch.setattr(YOLO, "predict", counting)
+    return sizes
+
+
+def _boxes(entry: dict[str, Any]) -> list[float]:
+    return [
+        value
+        for d in entry.get("detections", [])
+        for value in (d["class_id"], d["confidence"], *d["box"].values())
+    ]
+
+
+def test_images_of_one_shape_are_predicted_in_one_batch_with_per_image_results(
+    runner: YoloInferenceRunner,
+    many_images: list[Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import yolo_orch.runners.inference as inference
+
+    corrupt = write_corrupt(tmp_path / "broken.jpg")
+    inputs = [*many_images[:5], corrupt, *many_images[5:]]
+    runner.run(RecordingContext().context(tmp_path, inputs[:1], imgsz=IMGSZ))  # load + warm up
+    sizes = _counting_predict(monkeypatch)
+    recorder = RecordingContext()
+
+    batched = runner.run(recorder.context(tmp_path / "a", inputs, imgsz=IMGSZ))
+
+    assert sorted(sizes) == [2, 2, 3, 3]  # 10 decodable images, 4 shapes, one chunk
+    assert recorder.progress == [Progress(i, 11, "images") for i in range(12)]
+    detail = batched.detail["images"]
+    assert [entry["source"] for entry in detail] == [p.name for p in inputs]  # input order
+    assert detail[5] == {"source": corrupt.name, "error": "cannot decode the file as an image"}
+    assert batched.summary["failed_images"] == 1
+
+    monkeypatch.setattr(inference, "MAX_BATCH", 1)  # one image per predict, as before batching
+    sizes.clear()
+    single = runner.run(RecordingContext().context(tmp_path / "b", inputs, imgsz=IMGSZ))
+
+    assert sizes == [1] * 10
+    assert batched.summary == single.summary
+    for one, other in zip(detail, single.detail["images"], strict=True):
+        assert {k: v for k, v in one.items() if k != "detections"} == {
+            k: v for k, v in other.items() if k != "detections"
+        }
+        assert _boxes(one) == pytest.approx(_boxes(other), abs=0.05)
+
+
+def test_chunks_are_bounded_by_count_and_by_decoded_size(
+    runner: YoloInferenceRunner,
+    many_images: list[Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import yolo_orch.runners.inference as inference
+
+    same_shape = many_images[::4]  # 3 images of one shape
+    runner.run(RecordingContext().context(tmp_path, same_shape[:1], imgsz=IMGSZ))
+    sizes = _counting_predict(monkeypatch)
+
+    monkeypatch.setattr(inference, "MAX_BATCH", 2)
+    runner.run(RecordingContext().context(tmp_path, same_shape, imgsz=IMGSZ))
+    assert sizes == [2, 1]
+
+    sizes.clear()
+    monkeypatch.setattr(inference, "MAX_BATCH", 16)
+    monkeypatch.setattr(inference, "MAX_CHUNK_BYTES", 1)  # every decoded image fills a chunk
+    runner.run(RecordingContext().context(tmp_path, same_shape, imgsz=IMGSZ))
+    assert sizes == [1, 1, 1]
+
+
+def test_cancel_inside_a_batch_stops_and_releases_the_predictor(
+    runner: YoloInferenceRunner, weights: ResolvedWeights, many_images: list[Path], tmp_path: Path
+) -> None:
+    same_shape = many_images[::4]
+    recorder = RecordingContext(cancel_after=1)
+
+    with pytest.raises(JobCancelled, match="after 1 of 3") as caught:
+        runner.run(recorder.context(tmp_path, same_shape, imgsz=IMGSZ))
+
+    assert [p.done for p in recorder.progress] == [0, 1]
+    # The stream was closed at once, not when the exception (whose traceback holds the runner's
+    # frames, and so the suspended generator) is collected: the predictor's lock is free.
+    [model] = runner._lane("cpu").idle.values()
+    assert model.predictor is not None
+    assert model.predictor._lock.acquire(blocking=False)
+    model.predictor._lock.release()
+    assert caught.value.__traceback__ is not None  # still held up to here
+    result = runner.run(RecordingContext().context(tmp_path, same_shape, imgsz=IMGSZ))
+    assert result.summary["images"] == 3
+    assert runner.loads == 1
+
+
+def test_a_cancel_after_the_last_image_does_not_fail_the_finished_job(
+    runner: YoloInferenceRunner, images: list[Path], tmp_path: Path
+) -> None:
+    recorder = RecordingContext(cancel_after=len(images))
+
+    result = runner.run(recorder.context(tmp_path, images, imgsz=IMGSZ))
+
+    assert result.summary["images"] == len(images)
+
+
+def test_batch_size_keeps_the_pixel_budget_of_16_images_at_640() -> None:
+    from yolo_orch.runners.inference import _batch_size
+
+    assert [_batch_size(s) for s in (128, 320, 452, 640, 1280, 2560, 8192)] == [
+        32,
+        32,
+        32,
+        16,
+        4,
+        1,
+        1,
+    ]
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(None, 1), (1, 1), (2, 1), (16, 15)])
+def test_the_cpu_lane_leaves_a_core_to_the_server(
+    monkeypatch: pytest.MonkeyPatch, cores: int | None, threads: int
+) -> None:
+    from yolo_orch.runners.inference import default_cpu_threads
+
+    monkeypatch.setattr("os.cpu_count", lambda: cores)
+
+    assert default_cpu_threads() == threads

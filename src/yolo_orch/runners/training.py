@@ -48,6 +48,7 @@ from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
 from yolo_orch.jobfiles import METRICS_FILE
 from yolo_orch.runners.base import RunContext
+from yolo_orch.runners.inference import default_cpu_threads
 from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ class YoloTrainingRunner:
         self._register_model = register_model
         self._data_roots = tuple(data_roots)
         self._make_parallel = make_parallel
-        self._cpu_threads = cpu_threads if cpu_threads is not None else (os.cpu_count() or 1)
+        self._cpu_threads = cpu_threads if cpu_threads is not None else default_cpu_threads()
 
     def run(self, ctx: RunContext) -> JobResult:
         import torch
