@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from bench._server import list_jobs
 from tests.acceptance.conftest import Server
 from tests.acceptance.test_crash_recovery import (
     Submission,
@@ -139,17 +140,7 @@ def _wait_all_terminal(client: httpx.Client, timeout_s: float) -> list[dict[str,
         if time.monotonic() > deadline:
             raise TimeoutError(f"jobs still active {timeout_s}s after the last cycle")
         time.sleep(0.2)
-    jobs: list[dict[str, Any]] = []
-    cursor: str | None = None
-    while True:
-        params: dict[str, str | int] = {"limit": 500}
-        if cursor is not None:
-            params["cursor"] = cursor
-        page = client.get("/v1/jobs", params=params).json()
-        jobs.extend(page["jobs"])
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
+    jobs = list_jobs(client)
     assert all(job["state"] in TERMINAL for job in jobs)
     return jobs
 
