@@ -33,7 +33,7 @@ def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
             assert compare_metadata(MigrationContext.configure(conn), JobRow.metadata) == []
     finally:
         engine.dispose()
-    assert current_revision(url) == head_revision() == "0002"
+    assert current_revision(url) == head_revision() == "0003"
 
 
 def test_0002_down_and_up_keeps_jobs_and_never_reuses_a_seq(tmp_path: Path) -> None:
@@ -60,6 +60,48 @@ def test_0002_down_and_up_keeps_jobs_and_never_reuses_a_seq(tmp_path: Path) -> N
     finally:
         engine.dispose()
     assert [tuple(row) for row in rows] == [("kept", 1), ("new", 3)]
+
+
+QUEUE_QUERY = "SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, seq LIMIT 8"
+"""What `SQLiteJobStore.next_queued` asks."""
+
+
+def _plan_and_indexes(url: str) -> tuple[str, set[str]]:
+    engine = create_engine(sync_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            plan = conn.execute(text(f"EXPLAIN QUERY PLAN {QUEUE_QUERY}")).all()
+            names = conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'index'"))
+            return " | ".join(row[-1] for row in plan), set(names.scalars())
+    finally:
+        engine.dispose()
+
+
+def test_the_queue_is_read_in_index_order_without_a_sort(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.sqlite'}"
+    upgrade_to_head(url)
+
+    plan, indexes = _plan_and_indexes(url)
+
+    assert "ix_jobs_state_priority_desc_seq" in plan
+    assert "TEMP B-TREE" not in plan
+    assert "ix_jobs_state_priority_seq" not in indexes
+
+
+def test_0003_down_and_up_swaps_the_queue_index(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.sqlite'}"
+    upgrade_to_head(url)
+
+    command.downgrade(alembic_config(url), "0002")
+    plan, indexes = _plan_and_indexes(url)
+    assert "ix_jobs_state_priority_seq" in indexes
+    assert "ix_jobs_state_priority_desc_seq" not in indexes
+    assert "TEMP B-TREE" in plan  # what 0003 is for
+
+    upgrade_to_head(url)
+    _, indexes = _plan_and_indexes(url)
+    assert "ix_jobs_state_priority_desc_seq" in indexes
+    assert "ix_jobs_state_priority_seq" not in indexes
 
 
 def test_upgrade_to_head_twice_is_harmless(tmp_path: Path) -> None:

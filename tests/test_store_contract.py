@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Connection
 
 from yolo_orch.domain import (
     ErrorCode,
@@ -23,11 +26,18 @@ from yolo_orch.domain import (
     Outcome,
     Progress,
 )
-from yolo_orch.errors import IdempotencyKeyReused, JobAlreadyFinished, JobNotFound, QueueFull
+from yolo_orch.errors import (
+    IdempotencyKeyReused,
+    JobAlreadyFinished,
+    JobNotFound,
+    ModelNotFound,
+    QueueFull,
+)
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.memory import InMemoryJobStore
 from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
+from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore, sync_url
+from yolo_orch.store.tables import JOBS, new_job_values
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 ROOMY = 1_000
@@ -430,3 +440,162 @@ async def test_counts_per_state_and_kind(store: JobStore) -> None:
         ("queued", "training"): 1,
         ("failed", "inference"): 1,
     }
+
+
+async def test_refusals_are_explained_key_first_then_model_then_bound(store: JobStore) -> None:
+    first = await add(store, idempotency_key="key", request_fingerprint="fp")
+
+    # The queue is full (1 of 1), yet a replay of the key still answers with its job.
+    again, created = await store.create(
+        new_job(idempotency_key="key", request_fingerprint="fp"), max_queued=1, now=T0
+    )
+    with pytest.raises(IdempotencyKeyReused):
+        await store.create(
+            new_job(idempotency_key="key", request_fingerprint="other"), max_queued=1, now=T0
+        )
+    with pytest.raises(ModelNotFound):
+        await store.create(new_job(model_id="no-such-model"), max_queued=1, now=T0)
+    with pytest.raises(QueueFull):
+        await store.create(new_job(idempotency_key="new-key"), max_queued=1, now=T0)
+
+    assert (again, created) == (first, False)
+    assert len((await store.list_jobs(JobFilter(), limit=10, before_seq=None)).jobs) == 1
+
+
+async def test_concurrent_creates_fill_the_queue_exactly(store: JobStore) -> None:
+    results = await asyncio.gather(
+        *(store.create(new_job(), max_queued=4, now=T0) for _ in range(10)),
+        return_exceptions=True,
+    )
+
+    assert sum(isinstance(result, tuple) for result in results) == 4
+    assert sum(isinstance(result, QueueFull) for result in results) == 6
+    assert await store.count_queued() == 4
+
+
+async def test_concurrent_writes_each_get_their_own_answer(store: JobStore) -> None:
+    queued = await add(store)
+    job = await running(store)
+    done = await running(store)
+    await store.finish(done.id, Outcome(JobState.SUCCEEDED), T0)
+
+    results = await asyncio.gather(
+        store.create(new_job(), max_queued=ROOMY, now=T0),
+        store.finish(done.id, Outcome(JobState.FAILED), T0),
+        store.claim(queued.id, ("sim:1",), T0),
+        store.cancel(done.id, T0),
+        store.set_progress(job.id, Progress(1, 2, "image")),
+        store.finish(job.id, Outcome(JobState.SUCCEEDED, result={"images": 2}), T0),
+        store.claim("no-such-job", ("sim:0",), T0),
+        return_exceptions=True,
+    )
+
+    created, refinished, claimed, cancelled, progressed, finished, unknown = results
+    assert isinstance(created, tuple)
+    assert created[1]
+    assert isinstance(refinished, JobAlreadyFinished)
+    assert isinstance(claimed, Job)
+    assert claimed.state is JobState.RUNNING
+    assert isinstance(cancelled, JobAlreadyFinished)
+    assert progressed is None
+    assert isinstance(finished, Job)
+    assert (finished.state, finished.progress) == (JobState.SUCCEEDED, Progress(1, 2, "image"))
+    assert isinstance(unknown, JobNotFound)
+    assert (await store.get(done.id)).state is JobState.SUCCEEDED
+
+
+# Group commit: the SQLite writer runs the writes waiting at one moment in one transaction.
+
+
+def _insert_then(error: Exception, job_id: str) -> Any:
+    def op(conn: Connection) -> None:
+        conn.execute(insert(JOBS).values(new_job_values(new_job(id=job_id), T0)))
+        raise error
+
+    return op
+
+
+def _has_job(conn: Connection, job_id: str) -> bool:
+    return conn.execute(select(JOBS.c.id).where(JOBS.c.id == job_id)).first() is not None
+
+
+@pytest.fixture
+async def sqlite_db(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
+    url = sqlite_url(tmp_path)
+    await asyncio.to_thread(upgrade_to_head, url)
+    async with open_sqlite(url) as db:
+        yield db
+
+
+async def test_sqlite_writes_waiting_together_share_one_transaction(
+    sqlite_db: SQLiteDatabase,
+) -> None:
+    transactions = await asyncio.gather(
+        *(sqlite_db.write(lambda conn: conn.get_transaction()) for _ in range(20))
+    )
+
+    assert len({id(transaction) for transaction in transactions}) < 20
+
+
+async def test_sqlite_a_domain_error_undoes_only_its_own_write(sqlite_db: SQLiteDatabase) -> None:
+    store = SQLiteJobStore(sqlite_db)
+
+    results = await asyncio.gather(
+        store.create(new_job(), max_queued=ROOMY, now=T0),
+        sqlite_db.write(_insert_then(JobNotFound("x"), "undone")),
+        store.create(new_job(), max_queued=ROOMY, now=T0),
+        return_exceptions=True,
+    )
+
+    assert isinstance(results[1], JobNotFound)
+    assert [type(result) for result in (results[0], results[2])] == [tuple, tuple]
+    assert not await sqlite_db.write(lambda conn: _has_job(conn, "undone"))
+    assert await store.count_queued() == 2
+
+
+async def test_sqlite_an_unexpected_error_fails_only_its_own_write(
+    sqlite_db: SQLiteDatabase,
+) -> None:
+    store = SQLiteJobStore(sqlite_db)
+
+    results = await asyncio.gather(
+        store.create(new_job(), max_queued=ROOMY, now=T0),
+        sqlite_db.write(_insert_then(RuntimeError("bug"), "rolled-back")),
+        store.create(new_job(), max_queued=ROOMY, now=T0),
+        return_exceptions=True,
+    )
+
+    assert isinstance(results[1], RuntimeError)
+    assert [type(result) for result in (results[0], results[2])] == [tuple, tuple]
+    assert not await sqlite_db.write(lambda conn: _has_job(conn, "rolled-back"))
+    assert await store.count_queued() == 2
+
+
+async def test_sqlite_cancelled_callers_never_leave_the_write_lock_held(
+    sqlite_db: SQLiteDatabase, tmp_path: Path
+) -> None:
+    store = SQLiteJobStore(sqlite_db)
+    job = await running(store)
+    calls = [
+        lambda: store.create(new_job(), max_queued=ROOMY, now=T0),
+        lambda: store.set_progress(job.id, Progress(1, 20, "image")),
+        lambda: store.get(job.id),
+        lambda: store.next_queued(10),
+    ]
+    tasks = [asyncio.create_task(calls[i % len(calls)]()) for i in range(40)]
+    for task in tasks:  # cancelled at every stage: queued, in a batch, answered
+        task.cancel()
+        await asyncio.sleep(0.0005)
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+    await store.check_writable()
+    _, created = await store.create(new_job(), max_queued=ROOMY, now=T0)
+    assert created
+    assert (await store.get(job.id)).state is JobState.RUNNING
+    # Another connection can take the write lock at once: no transaction was left open.
+    other = sqlite3.connect(sync_url(sqlite_url(tmp_path)).removeprefix("sqlite:///"), timeout=0)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()

@@ -1,27 +1,63 @@
-"""The durable stores: SQLite in WAL mode through SQLAlchemy's async engine (aiosqlite).
+"""The durable stores: SQLite in WAL mode, `synchronous=FULL`, through SQLAlchemy Core.
 
 One `SQLiteDatabase` serves both the job store (here) and the model store (`sqlite_models.py`).
-SQLite allows one writer at a time. Writes therefore queue on one `asyncio.Lock` in this
-process and each write transaction starts with `BEGIN IMMEDIATE`, so it takes the write lock
-before it reads anything: a read-then-write can never be refused half way with "database is
-locked", and `busy_timeout` covers a writer in another process (a migration, a second tool).
-Reads use a plain deferred `BEGIN` and, thanks to WAL, never wait for the writer.
+
+Writes: one writer, group commit. SQLite allows one writer at a time, and with
+`synchronous=FULL` each commit waits for an fsync. So every write is a small synchronous
+function of a `Connection` (an "op"), and all writes go through `SQLiteDatabase.write`, which
+queues the op. One thread owns the one write connection and runs the ops in batches: all the
+ops that arrived while the previous batch was committing run in ONE transaction (one
+`BEGIN IMMEDIATE`, one `COMMIT`, one fsync), and each op's result or error goes back to its own
+caller. A caller is answered only after its batch has committed, so an acknowledged write is
+durable. Writes stay serialised (one thread, one transaction at a time), and `BEGIN IMMEDIATE`
+takes SQLite's write lock before any read, so a read-then-write is never refused half way with
+"database is locked"; `busy_timeout` covers a writer in another process (a migration, a tool).
+
+- Each op runs inside a SAVEPOINT. An op that raises a domain error (`YoloOrchError`: queue
+  full, job finished, ...) is rolled back to its savepoint, so it wrote nothing, and the other
+  ops of its batch go on.
+- Any other error (the database's, or a bug) rolls back the whole batch; its ops are then run
+  again one by one, each in its own transaction, so that only the op at fault fails.
+- A caller cancelled while it waits does not cancel its op: the op is already queued, and the
+  transaction belongs to the writer thread, which always ends it. No cancellation can leave
+  the write lock held (the bug an earlier `shielded` decorator fixed cannot come back).
+- The ops themselves use few statements: `create` is one `INSERT ... SELECT ... WHERE <room in
+  the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING RETURNING *`, and reads
+  why only on the rare refusal; the dispatcher's writes are single `UPDATE ... RETURNING`s.
+
+Reads: a read is an op too, run whole in one hop on a small pool of reader threads, each with
+its own connection and a plain deferred `BEGIN`; thanks to WAL they never wait for the writer.
+(The aiosqlite driver paid a thread hop per statement, and its `BEGIN` and roll-back.) A
+cancelled reader leaves its thread to finish and give the connection back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from sqlalchemy import event, func, update
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlmodel import col, select
-from sqlmodel.ext.asyncio.session import AsyncSession
+from sqlalchemy import (
+    ColumnElement,
+    Insert,
+    Select,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.pool import NullPool
 
 from yolo_orch.domain import (
     Job,
@@ -39,9 +75,17 @@ from yolo_orch.errors import (
     JobNotFound,
     ModelNotFound,
     QueueFull,
+    YoloOrchError,
 )
 from yolo_orch.store.base import JobStore
-from yolo_orch.store.tables import JobRow, ModelRow
+from yolo_orch.store.tables import (
+    JOBS,
+    MODELS,
+    NEW_JOB_COLUMNS,
+    error_values,
+    job_from_row,
+    new_job_values,
+)
 
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -55,7 +99,8 @@ _BEGIN_MODE = "yolo_orch_begin_mode"
 
 
 def sync_url(url: str) -> str:
-    """`sqlite+aiosqlite:///x` -> `sqlite:///x`: the same database for sync tools (Alembic)."""
+    """`sqlite+aiosqlite:///x` -> `sqlite:///x`: the same database through the sync driver, which
+    the stores' threads and Alembic use. (Settings keep the aiosqlite URL: clients know it.)"""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         raise ValueError(f"not a SQLite database URL: {parsed!r}")
@@ -64,7 +109,8 @@ def sync_url(url: str) -> str:
 
 def _on_connect(dbapi_connection: Any, _record: Any) -> None:
     # isolation_level=None stops the sqlite3 driver from issuing its own BEGIN, so that
-    # `_begin` alone decides how each transaction starts (SQLAlchemy's documented recipe).
+    # `_begin` alone decides how each transaction starts (SQLAlchemy's documented recipe, which
+    # also makes SAVEPOINT work).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     for pragma in _PRAGMAS:
@@ -72,276 +118,386 @@ def _on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
-
-def shielded(
-    method: Callable[_P, Coroutine[Any, Any, _T]],
-) -> Callable[_P, Coroutine[Any, Any, _T]]:
-    """Run the operation to its end even if the caller is cancelled.
-
-    A transaction cut off half way would leave its pooled connection holding SQLite's write
-    lock, and every later write would fail with "database is locked".
-    """
-
-    @functools.wraps(method)
-    async def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        return await asyncio.shield(asyncio.ensure_future(method(*args, **kwargs)))
-
-    return run
-
-
 def _begin(conn: Connection) -> None:
     mode = conn.get_execution_options().get(_BEGIN_MODE, "DEFERRED")
     conn.exec_driver_sql(f"BEGIN {mode}")
 
 
+_T = TypeVar("_T")
+
+Op = Callable[[Connection], _T]
+"""A read or a write: a function of a connection, run in a thread inside a transaction."""
+
+_READERS = 4
+"""Reader threads (and connections): reads are short, and the GIL makes more of no use."""
+
+
+@dataclass
+class _Write(Generic[_T]):
+    op: Op[_T]
+    future: asyncio.Future[_T]
+    result: _T | None = None
+    error: BaseException | None = None
+
+
 class SQLiteDatabase:
-    """The engines, the in-process write lock and the transaction discipline, shared by the
-    stores so that all their writes queue on one lock."""
+    """The reader threads and the one writer (thread, connection, queue of ops), shared by the
+    stores so that all their writes go through one queue."""
 
     def __init__(self, database_url: str) -> None:
         self._url = database_url
-        self._engine: AsyncEngine | None = None
-        self._writer: AsyncEngine | None = None
-        self._write_lock = asyncio.Lock()
+        self._reader_engine: Engine | None = None
+        self._reader_threads: ThreadPoolExecutor | None = None
+        self._writer_thread: ThreadPoolExecutor | None = None
+        self._writer_engine: Engine | None = None
+        self._conn: Connection | None = None
+        """The write connection; used only in the writer thread."""
+        self._pending: list[_Write[Any]] = []
+        self._committer: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
-        engine = create_async_engine(self._url)
-        event.listen(engine.sync_engine, "connect", _on_connect)
-        event.listen(engine.sync_engine, "begin", _begin)
-        self._engine = engine
-        self._writer = engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
+        self._reader_engine = _engine(create_engine(sync_url(self._url), pool_size=_READERS))
+        self._reader_threads = ThreadPoolExecutor(_READERS, thread_name_prefix="sqlite-reader")
+        writer = _engine(create_engine(sync_url(self._url), poolclass=NullPool))
+        self._writer_engine = writer
+        self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+        self._conn = await self._in_writer_thread(
+            writer.execution_options(**{_BEGIN_MODE: "IMMEDIATE"}).connect
+        )
 
     async def close(self) -> None:
-        if self._engine is not None:
-            await self._engine.dispose()
-        self._engine = self._writer = None
+        while self._committer is not None:  # answer every write already asked for
+            await asyncio.shield(self._committer)
+        if self._conn is not None:
+            await self._in_writer_thread(self._conn.close)
+        for threads in (self._writer_thread, self._reader_threads):
+            if threads is not None:  # a reader may still finish for a cancelled caller
+                await asyncio.to_thread(threads.shutdown)
+        for engine in (self._writer_engine, self._reader_engine):
+            if engine is not None:
+                engine.dispose()
+        self._reader_engine = self._writer_engine = None
+        self._reader_threads = self._writer_thread = None
+        self._conn = None
 
-    @shielded
+    async def write(self, op: Op[_T]) -> _T:
+        """Run `op` in a write transaction; return once that transaction has committed."""
+        if self._conn is None:
+            raise RuntimeError("SQLiteDatabase is not open; call open() first")
+        future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        write = _Write(op, future)
+        self._pending.append(write)
+        if self._committer is None:
+            self._committer = asyncio.create_task(self._commit_pending())
+        return await future
+
     async def check_writable(self) -> None:
-        """Take SQLite's write lock and let it go: fails on a read-only or locked database."""
-        async with self._write_lock, self._writer_engine().connect() as conn:
-            await conn.begin()
-            await conn.rollback()
+        """Take SQLite's write lock and commit nothing: fails on a read-only or locked database."""
+        await self.write(lambda conn: None)
 
-    @asynccontextmanager
-    async def reading(self) -> AsyncIterator[AsyncSession]:
-        async with AsyncSession(self._reader_engine(), expire_on_commit=False) as session:
-            yield session
-
-    @asynccontextmanager
-    async def writing(self) -> AsyncIterator[AsyncSession]:
-        """One write transaction: committed on success, rolled back on any exception."""
-        async with (
-            self._write_lock,
-            AsyncSession(self._writer_engine(), expire_on_commit=False) as session,
-            session.begin(),
-        ):
-            yield session
-
-    def _reader_engine(self) -> AsyncEngine:
-        if self._engine is None:
+    async def read(self, op: Op[_T]) -> _T:
+        """Run `op` in a read transaction on a reader thread."""
+        if self._reader_threads is None:
             raise RuntimeError("SQLiteDatabase is not open; call open() first")
-        return self._engine
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._reader_threads, self._run_read, op)
 
-    def _writer_engine(self) -> AsyncEngine:
-        if self._writer is None:
+    async def _commit_pending(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    await self._in_writer_thread(self._run, batch)
+                except BaseException as exc:  # e.g. cancelled at shutdown: answer every caller
+                    for write in batch:
+                        if write.future.done():
+                            pass
+                        elif isinstance(exc, asyncio.CancelledError):
+                            write.future.cancel()
+                        else:
+                            write.future.set_exception(exc)
+                    raise
+                for write in batch:
+                    if write.future.done():  # its caller was cancelled
+                        continue
+                    if write.error is not None:
+                        write.future.set_exception(write.error)
+                    else:
+                        write.future.set_result(cast(Any, write.result))
+        finally:
+            self._committer = None
+
+    async def _in_writer_thread(self, fn: Callable[..., _T], *args: Any) -> _T:
+        if self._writer_thread is None:
             raise RuntimeError("SQLiteDatabase is not open; call open() first")
-        return self._writer
+        return await asyncio.get_running_loop().run_in_executor(self._writer_thread, fn, *args)
+
+    # The reader threads.
+
+    def _run_read(self, op: Op[_T]) -> _T:
+        assert self._reader_engine is not None
+        with self._reader_engine.connect() as conn, conn.begin():
+            return op(conn)
+
+    # The writer thread.
+
+    def _run(self, batch: list[_Write[Any]]) -> None:
+        """One transaction for the whole batch; on an unexpected error, one per write."""
+        conn = self._conn
+        assert conn is not None
+        try:
+            with conn.begin():
+                for write in batch:
+                    write.result, write.error = None, None
+                    try:
+                        with conn.begin_nested():
+                            write.result = write.op(conn)
+                    except YoloOrchError as exc:  # rolled back to its savepoint
+                        write.error = exc
+        except Exception as exc:
+            _end_transaction(conn)
+            if len(batch) == 1:
+                batch[0].result, batch[0].error = None, exc
+                return
+            for write in batch:
+                self._run([write])
+
+
+def _engine(engine: Engine) -> Engine:
+    event.listen(engine, "connect", _on_connect)
+    event.listen(engine, "begin", _begin)
+    return engine
+
+
+def _end_transaction(conn: Connection) -> None:
+    """After a failed COMMIT, SQLite may keep the transaction open: roll it back so that the
+    write lock is let go whatever happened. Best effort: the error that got us here is the one
+    reported."""
+    with contextlib.suppress(Exception):
+        dbapi_connection: Any = conn.connection.dbapi_connection
+        if dbapi_connection is not None and dbapi_connection.in_transaction:
+            dbapi_connection.rollback()
 
 
 class SQLiteJobStore(JobStore):
     def __init__(self, db: SQLiteDatabase) -> None:
         self._db = db
 
-    @shielded
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
         # Key lookup, model check, queue bound and insert share one write transaction:
         # concurrent creates with one key make exactly one job, the bound cannot be overshot,
         # and a model deleted at the same time is either still there or refuses the job.
-        async with self._db.writing() as session:
-            if new.idempotency_key is not None:
-                existing = (
-                    await session.exec(
-                        select(JobRow).where(col(JobRow.idempotency_key) == new.idempotency_key)
-                    )
-                ).first()
-                if existing is not None:
-                    if existing.request_fingerprint != new.request_fingerprint:
-                        raise IdempotencyKeyReused(new.idempotency_key, existing.id)
-                    return existing.to_job(), False
-            if new.model_id is not None and not await _usable_model(session, new.model_id):
-                raise ModelNotFound(new.model_id)
-            if await _count_queued(session) >= max_queued:
-                raise QueueFull(max_queued)
-            row = JobRow.from_new(new, now)
-            session.add(row)
-            await session.flush()
-            return row.to_job(), True
+        return await self._db.write(functools.partial(_create, new, max_queued, now))
 
-    @shielded
     async def get(self, job_id: str) -> Job:
-        async with self._db.reading() as session:
-            return (await _row(session, job_id)).to_job()
+        return await self._db.read(functools.partial(_get, job_id))
 
-    @shielded
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
-        stmt = select(JobRow)
+        stmt = select(JOBS)
         if where.states:
-            stmt = stmt.where(col(JobRow.state).in_(where.states))
+            stmt = stmt.where(JOBS.c.state.in_([str(state) for state in where.states]))
         if where.kinds:
-            stmt = stmt.where(col(JobRow.kind).in_(where.kinds))
+            stmt = stmt.where(JOBS.c.kind.in_([str(kind) for kind in where.kinds]))
         if before_seq is not None:
-            stmt = stmt.where(col(JobRow.seq) < before_seq)
+            stmt = stmt.where(JOBS.c.seq < before_seq)
         # One row more than asked says whether another page exists.
-        stmt = stmt.order_by(col(JobRow.seq).desc()).limit(limit + 1)
-        async with self._db.reading() as session:
-            rows = (await session.exec(stmt)).all()
-        page = [row.to_job() for row in rows[:limit]]
-        more = len(rows) > limit
+        stmt = stmt.order_by(JOBS.c.seq.desc()).limit(limit + 1)
+        jobs = await self._db.read(functools.partial(_jobs, stmt))
+        page = jobs[:limit]
+        more = len(jobs) > limit
         return Page(jobs=page, next_cursor=page[-1].seq if more and page else None)
 
-    @shielded
     async def next_queued(self, limit: int) -> list[Job]:
-        stmt = (
-            select(JobRow)
-            .where(col(JobRow.state) == JobState.QUEUED)
-            .order_by(col(JobRow.priority).desc(), col(JobRow.seq))
-            .limit(limit)
-        )
-        async with self._db.reading() as session:
-            return [row.to_job() for row in (await session.exec(stmt)).all()]
+        # Served in order by the index (state, priority DESC, seq): no sort.
+        stmt = select(JOBS).where(_QUEUED).order_by(JOBS.c.priority.desc(), JOBS.c.seq)
+        return await self._db.read(functools.partial(_jobs, stmt.limit(limit)))
 
-    @shielded
     async def count_queued(self) -> int:
-        async with self._db.reading() as session:
-            return await _count_queued(session)
+        stmt = select(func.count()).select_from(JOBS).where(_QUEUED)
+        count: int = await self._db.read(lambda conn: conn.execute(stmt).scalar_one())
+        return count
 
-    @shielded
     async def counts(self) -> dict[tuple[str, str], int]:
-        stmt = select(JobRow.state, JobRow.kind, func.count()).group_by(
-            col(JobRow.state), col(JobRow.kind)
-        )
-        async with self._db.reading() as session:
-            rows = (await session.exec(stmt)).all()
+        stmt = select(JOBS.c.state, JOBS.c.kind, func.count()).group_by(JOBS.c.state, JOBS.c.kind)
+        rows = await self._db.read(lambda conn: conn.execute(stmt).all())
         return {(str(state), str(kind)): count for state, kind, count in rows}
 
-    @shielded
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
-        stmt = (
-            update(JobRow)
-            .where(col(JobRow.id) == job_id, col(JobRow.state) == JobState.QUEUED)
-            .values(
-                state=JobState.RUNNING,
-                devices=list(devices),
-                attempt=col(JobRow.attempt) + 1,
-                started_at=now,
-                progress=None,
-            )
-            .returning(JobRow)
-        )
-        async with self._db.writing() as session:
-            row: JobRow | None = (await session.exec(stmt)).scalars().first()
-            if row is None:
-                await _row(session, job_id)  # raises JobNotFound for an unknown id
-                return None
-            return row.to_job()
+        return await self._db.write(functools.partial(_claim, job_id, devices, now))
 
-    @shielded
     async def set_progress(self, job_id: str, progress: Progress) -> None:
-        stmt = (
-            update(JobRow)
-            .where(col(JobRow.id) == job_id, col(JobRow.state) == JobState.RUNNING)
-            .values(progress=progress.as_dict())
-            .returning(col(JobRow.seq))
-        )
-        async with self._db.writing() as session:
-            if (await session.exec(stmt)).first() is None:
-                await _row(session, job_id)  # raises JobNotFound for an unknown id
+        await self._db.write(functools.partial(_set_progress, job_id, progress))
 
-    @shielded
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
-        # Read-check-write is safe: the IMMEDIATE transaction already holds the write lock.
-        async with self._db.writing() as session:
-            row = await _row(session, job_id)
-            state = JobState(row.state)
-            if state.is_terminal:
-                raise JobAlreadyFinished(job_id, state)
-            row.state = outcome.state
-            row.set_error(outcome.error)
-            row.result = outcome.result
-            if outcome.progress is not None:
-                row.set_progress(outcome.progress)
-            row.finished_at = now
-            await session.flush()
-            return row.to_job()
+        return await self._db.write(functools.partial(_finish, job_id, outcome, now))
 
-    @shielded
     async def cancel(self, job_id: str, now: datetime) -> Job:
-        async with self._db.writing() as session:
-            row = await _row(session, job_id)
-            state = JobState(row.state)
-            if state.is_terminal:
-                raise JobAlreadyFinished(job_id, state)
-            row.cancel_requested = True
-            if state is JobState.QUEUED:
-                row.state = JobState.CANCELLED
-                row.finished_at = now
-            await session.flush()
-            return row.to_job()
+        return await self._db.write(functools.partial(_cancel, job_id, now))
 
-    @shielded
     async def recover(self, now: datetime) -> list[Job]:
-        stmt = select(JobRow).where(col(JobRow.state) == JobState.RUNNING).order_by(col(JobRow.seq))
-        async with self._db.writing() as session:
-            rows = (await session.exec(stmt)).all()
-            for row in rows:
-                state, error = after_interruption(row.to_job())
-                row.state = state
-                if state is JobState.QUEUED:
-                    row.devices = []
-                    row.progress = None
-                    row.started_at = None
-                else:
-                    row.set_error(error)
-                    row.finished_at = now
-            await session.flush()
-            return [row.to_job() for row in rows]
+        return await self._db.write(functools.partial(_recover, now))
 
-    @shielded
     async def recent_durations(self, limit: int) -> list[float]:
         stmt = (
-            select(JobRow.started_at, JobRow.finished_at)
-            .where(col(JobRow.started_at).is_not(None), col(JobRow.finished_at).is_not(None))
-            .order_by(col(JobRow.finished_at).desc(), col(JobRow.seq))
+            select(JOBS.c.started_at, JOBS.c.finished_at)
+            .where(JOBS.c.started_at.is_not(None), JOBS.c.finished_at.is_not(None))
+            .order_by(JOBS.c.finished_at.desc(), JOBS.c.seq)
             .limit(limit)
         )
-        async with self._db.reading() as session:
-            rows = (await session.exec(stmt)).all()
-        return [
-            (finished - started).total_seconds()
-            for started, finished in rows
-            if started is not None and finished is not None
-        ]
+        rows = await self._db.read(lambda conn: conn.execute(stmt).all())
+        return [(finished - started).total_seconds() for started, finished in rows]
 
     async def check_writable(self) -> None:
         await self._db.check_writable()
 
 
-async def _row(session: AsyncSession, job_id: str) -> JobRow:
-    row = (await session.exec(select(JobRow).where(col(JobRow.id) == job_id))).first()
+# The ops: each runs in a reader thread or in the writer thread, inside a transaction (see above).
+
+
+def _get(job_id: str, conn: Connection) -> Job:
+    row = conn.execute(select(JOBS).where(JOBS.c.id == job_id)).mappings().first()
     if row is None:
         raise JobNotFound(job_id)
-    return row
+    return job_from_row(row)
 
 
-async def _count_queued(session: AsyncSession) -> int:
-    stmt = select(func.count()).select_from(JobRow).where(col(JobRow.state) == JobState.QUEUED)
-    return (await session.exec(stmt)).one()
+def _jobs(stmt: Select[Any], conn: Connection) -> list[Job]:
+    return [job_from_row(row) for row in conn.execute(stmt).mappings()]
 
 
-async def _usable_model(session: AsyncSession, model_id: str) -> bool:
-    stmt = select(ModelRow.id).where(col(ModelRow.id) == model_id, col(ModelRow.usable))
-    return (await session.exec(stmt)).first() is not None
+_QUEUED = JOBS.c.state == str(JobState.QUEUED)
+_TERMINAL = [str(state) for state in JobState if state.is_terminal]
+
+
+def _insert_queued() -> Insert:
+    """INSERT a queued job if the queue has room and its model (if any) is usable; with an
+    idempotency key already taken, insert nothing. Returns the new row, or no row.
+
+    The count stops at `max_queued`, so its cost is bounded by the bound, not by the queue.
+    """
+    queued: Select[Any] = select(literal_column("1")).where(_QUEUED).limit(bindparam("max_queued"))
+    room = select(func.count()).select_from(queued.subquery()).scalar_subquery() < bindparam(
+        "max_queued"
+    )
+    model_id = bindparam("model_id", type_=JOBS.c.model_id.type)
+    usable = select(MODELS.c.id).where(MODELS.c.id == model_id, MODELS.c.usable).exists()
+    model_ok: ColumnElement[bool] = or_(model_id.is_(None), usable)
+    values = select(
+        *(
+            model_id if name == "model_id" else bindparam(name, type_=JOBS.c[name].type)
+            for name in NEW_JOB_COLUMNS
+        )
+    ).where(room, model_ok)
+    return (
+        sqlite_insert(JOBS)
+        .from_select(NEW_JOB_COLUMNS, values)
+        .on_conflict_do_nothing(index_elements=[JOBS.c.idempotency_key])
+        .returning(*JOBS.c)
+    )
+
+
+_INSERT_QUEUED = _insert_queued()
+
+
+def _create(new: NewJob, max_queued: int, now: datetime, conn: Connection) -> tuple[Job, bool]:
+    params = {**new_job_values(new, now), "max_queued": max_queued}
+    row = conn.execute(_INSERT_QUEUED, params).mappings().first()
+    if row is not None:
+        return job_from_row(row), True
+    # Refused: say why, in the contract's order (the key first, then the model, then the bound).
+    if new.idempotency_key is not None:
+        by_key = select(JOBS).where(JOBS.c.idempotency_key == new.idempotency_key)
+        existing = conn.execute(by_key).mappings().first()
+        if existing is not None:
+            if existing["request_fingerprint"] != new.request_fingerprint:
+                raise IdempotencyKeyReused(new.idempotency_key, existing["id"])
+            return job_from_row(existing), False
+    if new.model_id is not None:
+        usable = select(MODELS.c.id).where(MODELS.c.id == new.model_id, MODELS.c.usable)
+        if conn.execute(usable).first() is None:
+            raise ModelNotFound(new.model_id)
+    raise QueueFull(max_queued)
+
+
+def _update_job(conn: Connection, job_id: str, *where: Any, **values: Any) -> Job | None:
+    stmt = update(JOBS).where(JOBS.c.id == job_id, *where).values(**values).returning(*JOBS.c)
+    row = conn.execute(stmt).mappings().first()
+    return job_from_row(row) if row is not None else None
+
+
+def _state_of(conn: Connection, job_id: str) -> JobState:
+    state = conn.execute(select(JOBS.c.state).where(JOBS.c.id == job_id)).scalar()
+    if state is None:
+        raise JobNotFound(job_id)
+    return JobState(state)
+
+
+def _claim(job_id: str, devices: tuple[str, ...], now: datetime, conn: Connection) -> Job | None:
+    job = _update_job(
+        conn,
+        job_id,
+        _QUEUED,
+        state=str(JobState.RUNNING),
+        devices=list(devices),
+        attempt=JOBS.c.attempt + 1,
+        started_at=now,
+        progress=None,
+    )
+    if job is None:
+        _state_of(conn, job_id)  # raises JobNotFound for an unknown id
+    return job
+
+
+def _set_progress(job_id: str, progress: Progress, conn: Connection) -> None:
+    stmt = (
+        update(JOBS)
+        .where(JOBS.c.id == job_id, JOBS.c.state == str(JobState.RUNNING))
+        .values(progress=progress.as_dict())
+        .returning(JOBS.c.seq)
+    )
+    if conn.execute(stmt).first() is None:
+        _state_of(conn, job_id)  # raises JobNotFound for an unknown id
+
+
+def _finish(job_id: str, outcome: Outcome, now: datetime, conn: Connection) -> Job:
+    values: dict[str, Any] = {
+        "state": str(outcome.state),
+        **error_values(outcome.error),
+        "result": outcome.result,
+        "finished_at": now,
+    }
+    if outcome.progress is not None:
+        values["progress"] = outcome.progress.as_dict()
+    job = _update_job(conn, job_id, JOBS.c.state.not_in(_TERMINAL), **values)
+    if job is None:
+        raise JobAlreadyFinished(job_id, _state_of(conn, job_id))
+    return job
+
+
+def _cancel(job_id: str, now: datetime, conn: Connection) -> Job:
+    state = _state_of(conn, job_id)
+    if state.is_terminal:
+        raise JobAlreadyFinished(job_id, state)
+    values: dict[str, Any] = {"cancel_requested": True}
+    if state is JobState.QUEUED:
+        values.update(state=str(JobState.CANCELLED), finished_at=now)
+    job = _update_job(conn, job_id, **values)
+    assert job is not None  # the write lock is held: it cannot have gone
+    return job
+
+
+def _recover(now: datetime, conn: Connection) -> list[Job]:
+    running = select(JOBS).where(JOBS.c.state == str(JobState.RUNNING)).order_by(JOBS.c.seq)
+    changed = []
+    for row in conn.execute(running).mappings().all():
+        job = job_from_row(row)
+        state, error = after_interruption(job)
+        values: dict[str, Any] = {"state": str(state)}
+        if state is JobState.QUEUED:
+            values.update(devices=[], progress=None, started_at=None)
+        else:
+            values.update(error_values(error), finished_at=now)
+        updated = _update_job(conn, job.id, **values)
+        assert updated is not None
+        changed.append(updated)
+    return changed
