@@ -29,13 +29,13 @@ class JobEvents:
         """The id of the latest change seen for `job_id` (0: none since this process began)."""
         return self._versions.get(job_id, 0)
 
-    def publish(self, job: Job) -> None:
+    def publish(self, job_id: str) -> None:
         self._counter += 1
-        self._versions[job.id] = self._counter
-        self._versions.move_to_end(job.id)
+        self._versions[job_id] = self._counter
+        self._versions.move_to_end(job_id)
         if len(self._versions) > self._remembered:
             self._versions.popitem(last=False)
-        event = self._changed.pop(job.id, None)
+        event = self._changed.pop(job_id, None)
         if event is not None:
             event.set()
 
@@ -60,7 +60,7 @@ class PublishingJobStore(JobStore):
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
         job, created = await self._inner.create(new, max_queued=max_queued, now=now)
         if created:
-            self._events.publish(job)
+            self._events.publish(job.id)
         return job, created
 
     async def get(self, job_id: str) -> Job:
@@ -81,27 +81,27 @@ class PublishingJobStore(JobStore):
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         job = await self._inner.claim(job_id, devices, now)
         if job is not None:
-            self._events.publish(job)
+            self._events.publish(job.id)
         return job
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         await self._inner.set_progress(job_id, progress)
-        self._events.publish(await self._inner.get(job_id))
+        self._events.publish(job_id)
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         job = await self._inner.finish(job_id, outcome, now)
-        self._events.publish(job)
+        self._events.publish(job.id)
         return job
 
     async def cancel(self, job_id: str, now: datetime) -> Job:
         job = await self._inner.cancel(job_id, now)
-        self._events.publish(job)
+        self._events.publish(job.id)
         return job
 
     async def recover(self, now: datetime) -> list[Job]:
         jobs = await self._inner.recover(now)
         for job in jobs:
-            self._events.publish(job)
+            self._events.publish(job.id)
         return jobs
 
     async def recent_durations(self, limit: int) -> list[float]:

@@ -8,12 +8,14 @@ threads inherit it, so whatever a runner logs (ultralytics included) lands in it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import threading
+from collections import OrderedDict
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 from yolo_orch.jobfiles import JOB_LOG
 
@@ -64,12 +66,18 @@ class JsonFormatter(logging.Formatter):
 
 
 class JobLogHandler(logging.Handler):
-    """Appends each record that belongs to a job to that job's log file."""
+    """Appends each record that belongs to a job to that job's log file.
+
+    Records are often logged from the event loop, so the files of the most recently active
+    jobs stay open (a write, not a mkdir and an open, per line).
+    """
+
+    OPEN_FILES = 32
 
     def __init__(self, jobs_dir: Path) -> None:
         super().__init__(logging.INFO)
         self._jobs_dir = jobs_dir
-        self._write_lock = threading.Lock()
+        self._files: OrderedDict[str, TextIO] = OrderedDict()
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -78,13 +86,29 @@ class JobLogHandler(logging.Handler):
             return
         try:
             line = self.format(record) + "\n"
-            folder = self._jobs_dir / job_id
-            with self._write_lock:
-                folder.mkdir(parents=True, exist_ok=True)
-                with (folder / JOB_LOG).open("a", encoding="utf-8") as file:
-                    file.write(line)
+            with self.lock or contextlib.nullcontext():
+                file = self._file(job_id)
+                file.write(line)
+                file.flush()
         except Exception:
             self.handleError(record)
+
+    def close(self) -> None:
+        with self.lock or contextlib.nullcontext():
+            while self._files:
+                self._files.popitem()[1].close()
+        super().close()
+
+    def _file(self, job_id: str) -> TextIO:
+        file = self._files.get(job_id)
+        if file is None:
+            folder = self._jobs_dir / job_id
+            folder.mkdir(parents=True, exist_ok=True)
+            file = self._files[job_id] = (folder / JOB_LOG).open("a", encoding="utf-8")
+            if len(self._files) > self.OPEN_FILES:
+                self._files.popitem(last=False)[1].close()
+        self._files.move_to_end(job_id)
+        return file
 
 
 def install_job_logs(jobs_dir: Path) -> JobLogHandler:
@@ -102,3 +126,4 @@ def install_job_logs(jobs_dir: Path) -> JobLogHandler:
 def remove_job_logs(handler: JobLogHandler) -> None:
     for name in ("", "ultralytics"):
         logging.getLogger(name).removeHandler(handler)
+    handler.close()
