@@ -98,10 +98,3 @@ def training_probe(client: httpx.Client, **params: object) -> httpx.Response:
         "params": {"epochs": 2, "imgsz": 64, "batch": 8, **params},
     }
     return client.post("/v1/jobs", json=body)
-
-
-def training_unsupported(response: httpx.Response) -> bool:
-    if response.status_code != 422:
-        return False
-    body: dict[str, Any] = response.json()
-    return body.get("code") == "unsupported_kind"

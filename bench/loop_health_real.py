@@ -20,7 +20,6 @@ from bench._yolo import (
     inference_job,
     real_server,
     training_probe,
-    training_unsupported,
     wait_job,
     workspace,
 )
@@ -60,9 +59,7 @@ def main() -> None:
             wait_job(client, job)
 
         response = training_probe(client, epochs=50)
-        if training_unsupported(response):
-            training_note = "training: not supported by this server yet"
-        elif response.status_code != 202:
+        if response.status_code != 202:
             training_note = f"training: refused {response.status_code} {response.text}"
         else:
             job = response.json()["id"]
