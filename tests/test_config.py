@@ -83,3 +83,17 @@ def test_invalid_values_are_refused(tmp_path: Path, content: str) -> None:
     config.write_text(content)
     with pytest.raises(ValidationError):
         load_settings(config)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"database_url": "sqlite:///var/jobs.db"},
+        {"database_url": "postgresql://db/jobs"},
+        {"lanes": ["gpu0"]},
+        {"lanes": ["cuda:x"]},
+    ],
+)
+def test_unusable_database_urls_and_lanes_are_refused_at_load(values: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Settings(**values)  # type: ignore[arg-type]

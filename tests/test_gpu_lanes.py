@@ -49,3 +49,23 @@ async def _until(client: httpx.AsyncClient, condition: Callable[[dict[str, objec
     async with asyncio.timeout(5):
         while not condition((await client.get("/readyz")).json()):
             await asyncio.sleep(0.02)
+
+
+async def test_a_job_needing_more_gpus_than_are_healthy_does_not_block_the_rest(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    gpus = (FakeGpu(uuid="GPU-0"), FakeGpu(uuid="GPU-1"))
+    gpus[1].failing["nvmlDeviceGetHandleByIndex"] = GPU_IS_LOST
+    settings = settings_factory(lanes=["cuda:0", "cuda:1"], gpu_health_interval_s=0.02)
+    app = create_app(settings, telemetry=GpuTelemetry(FakeNvml(*gpus)))
+    async with serve(app) as client:
+        await _until(client, lambda ready: ready["status"] == "degraded")
+        wide = {"kind": "training", "model": "sim", "gpus": 2, "params": {"sim_seconds": 0.05}}
+        waiting = (await client.post("/v1/jobs", json=wide)).json()
+        narrow = (await client.post("/v1/jobs", json=sim_job())).json()
+        assert (await wait_terminal(client, narrow["id"]))["devices"] == ["cuda:0"]
+        assert (await client.get(f"/v1/jobs/{waiting['id']}")).json()["state"] == "queued"
+
+        gpus[1].failing.clear()
+        done = await wait_terminal(client, waiting["id"])
+        assert done["devices"] == ["cuda:0", "cuda:1"]

@@ -59,6 +59,10 @@ class Lanes:
         return [lane.id for lane in self._lanes]
 
     @property
+    def healthy_count(self) -> int:
+        return sum(lane.healthy for lane in self._lanes)
+
+    @property
     def total_slots(self) -> int:
         return sum(lane.slots for lane in self._lanes)
 

@@ -75,7 +75,9 @@ class DrainingServer(uvicorn.Server):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
-        self._notifier = Notifier.from_environ(os.environ)
+        from yolo_orch.config import service_manager_environment
+
+        self._notifier = Notifier.from_environ(service_manager_environment())
         self._fatal_watch: asyncio.Task[None] | None = None
         self.exit_code = 0
 
@@ -296,7 +298,6 @@ def _serve(settings: Settings) -> int:
 
 def _migrate(settings: Settings) -> int:
     from yolo_orch.config import MEMORY_DATABASE_URL
-    from yolo_orch.errors import YoloOrchError
     from yolo_orch.store.migrate import current_revision, upgrade_to_head
 
     if settings.database_url == MEMORY_DATABASE_URL:
@@ -304,8 +305,8 @@ def _migrate(settings: Settings) -> int:
         return 2
     try:
         upgrade_to_head(settings.sqlite_url)
-    except YoloOrchError as exc:
-        print(f"yolo-orch: {exc}", file=sys.stderr)
+    except Exception as exc:  # alembic's and the database's errors, said plainly
+        print(f"yolo-orch: migration failed: {exc}", file=sys.stderr)
         return 1
     print(f"database at revision {current_revision(settings.sqlite_url)}")
     return 0

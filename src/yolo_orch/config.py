@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -122,6 +123,19 @@ class Settings(BaseSettings):
     def _check_lanes(self) -> Settings:
         if len(set(self.lanes)) != len(self.lanes):
             raise ValueError("lanes must not repeat")
+        for lane in self.lanes:
+            if not re.fullmatch(r"cuda:\d+|cpu|sim:\d+", lane):
+                raise ValueError(f"lane {lane!r} is not cuda:N, cpu or sim:N")
+        return self
+
+    @model_validator(mode="after")
+    def _check_database_url(self) -> Settings:
+        url = self.database_url
+        if url and url != MEMORY_DATABASE_URL and not url.startswith("sqlite+aiosqlite:///"):
+            raise ValueError(
+                f"database_url {url!r}: use sqlite+aiosqlite:///PATH, {MEMORY_DATABASE_URL}, or "
+                "leave it empty for {data_dir}/yolo-orch.db"
+            )
         return self
 
     @model_validator(mode="after")
@@ -174,6 +188,14 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         model_config = SettingsConfigDict(toml_file=path)
 
     return FileSettings(**overrides)
+
+
+def service_manager_environment() -> dict[str, str]:
+    """What systemd hands the service for its notify protocol (NOTIFY_SOCKET, WATCHDOG_USEC,
+    WATCHDOG_PID): read here, like all of the environment."""
+    return {
+        key: value for key, value in os.environ.items() if key.startswith(("NOTIFY_", "WATCHDOG_"))
+    }
 
 
 def _is_loopback(host: str) -> bool:

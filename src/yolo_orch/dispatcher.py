@@ -62,10 +62,10 @@ class Dispatcher:
         """Jobs that were running when the server last died: each runs alone once, so a job
         that kills the server takes no innocent neighbour's attempts with it."""
         self.abandoned = 0
+        """Runs left behind by `drain`; their worker threads may still be going."""
         self.fatal = asyncio.Event()
         """Set once a sticky CUDA error has poisoned this process: the server must exit (and
         systemd restart it) for CUDA to work again."""
-        """Runs left behind by `drain`; their worker threads may still be going."""
 
     @property
     def running_jobs(self) -> list[str]:
@@ -133,6 +133,8 @@ class Dispatcher:
                     return
                 if job.id in self._suspects and self._runs:
                     return  # it waits for the lanes to empty, and nothing behind it starts
+                if job.gpus > self._lanes.healthy_count:
+                    continue  # it waits for its GPUs to recover, without holding the others
                 lanes = await self._lanes.try_admit(job.id, job.gpus, reserved)
                 if lanes is None:
                     reserved |= self._lanes.lanes_to_hold(job.gpus, reserved)
@@ -179,14 +181,16 @@ class Dispatcher:
         current_job.set(job.id)  # this task's context, inherited by the worker thread
         log.info("job %s started on %s (attempt %d)", job.id, ", ".join(ctx.devices), job.attempt)
         try:
-            await anyio.Path(workdir).mkdir(parents=True, exist_ok=True)
             outcome = await self._execute(ctx)
-            await self._store.finish(job.id, outcome, utcnow())
+            await self._record(job.id, outcome)
             log.info("job %s %s", job.id, outcome.state)
-            if self._on_run_end is not None:
-                self._on_run_end(job, outcome, loop.time() - started)
             if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
                 await self._poisoned(job.id, outcome.error)
+            if self._on_run_end is not None:
+                try:
+                    self._on_run_end(job, outcome, loop.time() - started)
+                except Exception:
+                    log.exception("the run-end hook failed for job %s", job.id)
         except asyncio.CancelledError:
             raise  # abandoned at shutdown: the job stays RUNNING for recovery
         except Exception:
@@ -216,8 +220,24 @@ class Dispatcher:
                 await self._store.finish(run.job_id, Outcome(JobState.FAILED, collateral), utcnow())
         self.fatal.set()
 
+    async def _record(self, job_id: str, outcome: Outcome) -> None:
+        """The outcome, retried for a while: a job whose end is not recorded would read as
+        running until the next restart."""
+        for delay in (0.5, 2.0, 5.0, None):
+            try:
+                await self._store.finish(job_id, outcome, utcnow())
+                return
+            except JobAlreadyFinished:
+                return
+            except Exception:
+                if delay is None:
+                    raise
+                log.warning("recording job %s failed; retrying in %ss", job_id, delay)
+                await asyncio.sleep(delay)
+
     async def _execute(self, ctx: RunContext) -> Outcome:
         try:
+            await anyio.Path(ctx.workdir).mkdir(parents=True, exist_ok=True)
             result = await self._executor.run(ctx)
             await anyio.to_thread.run_sync(self._files.write_result, ctx.job.id, result.detail)
         except JobCancelled:
@@ -231,6 +251,8 @@ class Dispatcher:
         )
 
     def _note_progress(self, run: _Run, progress: Progress) -> None:
+        if self._runs.get(run.job_id) is not run:
+            return  # reported after the run ended (or was abandoned)
         run.progress = progress
         if run.progress_writer is None or run.progress_writer.done():
             run.progress_writer = asyncio.create_task(self._write_progress(run))
@@ -241,7 +263,10 @@ class Dispatcher:
         written = None
         while run.progress is not None and run.progress != written:
             written = run.progress
-            await self._store.set_progress(run.job_id, written)
+            try:
+                await self._store.set_progress(run.job_id, written)
+            except Exception:  # progress is advisory: the outcome is what must be recorded
+                log.warning("could not record the progress of job %s", run.job_id, exc_info=True)
             await asyncio.sleep(self._progress_interval_s)
 
 

@@ -48,8 +48,6 @@ _TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 class ErrorCode(enum.StrEnum):
     """Why a job failed; stable strings that clients can branch on."""
 
-    INVALID_INPUT = "invalid_input"
-    MODEL_NOT_FOUND = "model_not_found"
     CUDA_OOM = "cuda_oom"
     CUDA_FATAL = "cuda_fatal"
     """A sticky CUDA error poisoned the process's CUDA context: the server restarts."""

@@ -77,12 +77,9 @@ class JobService:
                 f"the job asks for {new.gpus} GPUs; this host has {self._lane_count} lane(s)",
                 code="too_many_gpus",
             )
-        if not self._runtime.supports(new.kind):
-            raise InvalidJob(
-                f"the {self._runtime.name} runtime does not run {new.kind} jobs yet",
-                code="unsupported_kind",
-            )
         new = await self._with_model_and_files(new)
+        if self.draining:  # the checks above take a while: a drain may have begun meanwhile
+            raise ShuttingDown()
         try:
             job, created = await self._store.create(new, max_queued=self._max_queued, now=utcnow())
         except QueueFull:

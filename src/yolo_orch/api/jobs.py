@@ -140,8 +140,14 @@ async def submit_inference_upload(
     limit = services.settings.max_files_per_job
     try:
         form = await request.form(max_files=limit, max_fields=_UPLOAD_FIELDS)
-    except StarletteHTTPException as exc:  # the parser's limits: too many parts
-        raise InvalidJob(f"{exc.detail} (max_files_per_job)", code="too_many_files") from None
+    except StarletteHTTPException as exc:
+        if exc.status_code != 400:
+            raise  # e.g. 413: the body went over max_upload_bytes while it was read
+        if "Too many files" in str(exc.detail):
+            raise InvalidJob(f"{exc.detail} (max_files_per_job)", code="too_many_files") from None
+        raise InvalidJob(
+            f"unreadable multipart body: {exc.detail}", code="invalid_request"
+        ) from None
     try:
         images = [part for part in form.getlist("images") if isinstance(part, UploadFile)]
         fields = {key: value for key, value in form.multi_items() if key != "images"}
@@ -248,19 +254,21 @@ async def job_events(
     services: ServicesDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
 ) -> StreamingResponse:
+    # The version first: a change between the two reads is then seen as a change, not missed.
+    version = services.events.version(job_id)
     first = await services.jobs.get(job_id)  # unknown job: 404 before the stream starts
     return StreamingResponse(
-        _event_stream(services, first, last_event_id),
+        _event_stream(services, first, version, last_event_id),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
 async def _event_stream(
-    services: Services, job: Job, last_event_id: str | None
+    services: Services, job: Job, version: int, last_event_id: str | None
 ) -> AsyncIterator[bytes]:
+    """`version`: the event id read before `job` was, so that `job` is at least that new."""
     events = services.events
-    version = events.version(job.id)
     sent_state = None
     if last_event_id is None or last_event_id != str(version) or job.state.is_terminal:
         yield _sse(version, "state", job)

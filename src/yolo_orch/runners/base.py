@@ -37,10 +37,6 @@ class Runtime(Protocol):
 
     def lanes(self) -> list[str]: ...
 
-    def supports(self, kind: JobKind) -> bool:
-        """Jobs of other kinds are refused at submission."""
-        ...
-
     def runner(self, kind: JobKind) -> Runner: ...
 
     def provides(self, model: str, kind: JobKind) -> bool:

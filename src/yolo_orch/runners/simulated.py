@@ -29,9 +29,6 @@ class SimulatedRuntime:
     def lanes(self) -> list[str]:
         return list(self._lanes)
 
-    def supports(self, kind: JobKind) -> bool:
-        return True
-
     def runner(self, kind: JobKind) -> Runner:
         return self._runner
 

@@ -53,9 +53,6 @@ class UltralyticsRuntime:
     def lanes(self) -> list[str]:
         return detect_lanes()
 
-    def supports(self, kind: JobKind) -> bool:
-        return True
-
     def runner(self, kind: JobKind) -> Runner:
         runner = self.training if kind is JobKind.TRAINING else self.inference
         return _MarksTamperedModels(runner, self._registry)
