@@ -88,7 +88,7 @@ async def _start(
     telemetry: GpuTelemetry | None,
     stack: AsyncExitStack,
 ) -> Services:
-    lock = InstanceLock(settings.data_dir)
+    lock = InstanceLock(settings.lock_files)
     lock.acquire()
     stack.callback(lock.release)
     stack.callback(remove_job_logs, install_job_logs(settings.jobs_dir))

@@ -278,7 +278,7 @@ def _serve(settings: Settings) -> int:
     from yolo_orch.lock import InstanceLock
 
     try:  # fail fast with a clear message; the lifespan takes the lock for real
-        probe = InstanceLock(settings.data_dir)
+        probe = InstanceLock(settings.lock_files)
         probe.acquire()
         probe.release()
     except InstanceLocked as exc:

@@ -22,6 +22,7 @@ from pydantic_settings import (
 
 CONFIG_ENV_VAR = "YOLO_ORCH_CONFIG"
 MEMORY_DATABASE_URL = "memory://"
+SQLITE_URL_PREFIX = "sqlite+aiosqlite:///"
 
 
 class Scope(enum.StrEnum):
@@ -131,7 +132,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_database_url(self) -> Settings:
         url = self.database_url
-        if url and url != MEMORY_DATABASE_URL and not url.startswith("sqlite+aiosqlite:///"):
+        if url and url != MEMORY_DATABASE_URL and not url.startswith(SQLITE_URL_PREFIX):
             raise ValueError(
                 f"database_url {url!r}: use sqlite+aiosqlite:///PATH, {MEMORY_DATABASE_URL}, or "
                 "leave it empty for {data_dir}/yolo-orch.db"
@@ -153,7 +154,17 @@ class Settings(BaseSettings):
         """The database URL in effect (the default one derived from `data_dir`)."""
         if self.database_url:
             return self.database_url
-        return f"sqlite+aiosqlite:///{self.data_dir.resolve() / 'yolo-orch.db'}"
+        return f"{SQLITE_URL_PREFIX}{self.data_dir.resolve() / 'yolo-orch.db'}"
+
+    @property
+    def lock_files(self) -> list[Path]:
+        """One server per data directory, and per database where it lives elsewhere."""
+        files = [self.data_dir / "yolo-orch.lock"]
+        if self.database_url.startswith(SQLITE_URL_PREFIX):
+            database = Path(self.database_url.removeprefix(SQLITE_URL_PREFIX))
+            if database.resolve().parent != self.data_dir.resolve():
+                files.append(database.with_name(f"{database.name}.lock"))
+        return files
 
     @property
     def jobs_dir(self) -> Path:
