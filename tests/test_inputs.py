@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,47 @@ def test_without_roots_nothing_resolves() -> None:
     with pytest.raises(InvalidJob) as refused:
         resolve_inputs(["a.jpg"], [], max_files=3)
     assert refused.value.code == "no_data_roots"
+
+
+def test_a_glob_stops_walking_once_past_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import glob as glob_module
+
+    root = tmp_path / "huge"
+    root.mkdir()
+    for index in range(50):
+        (root / f"{index:03d}.jpg").write_bytes(b"x")
+    real_iglob = glob_module.iglob
+    pulled: list[str] = []
+
+    def counting_iglob(pattern: str, *, root_dir: Path, recursive: bool) -> Iterator[str]:
+        for match in real_iglob(pattern, root_dir=root_dir, recursive=recursive):
+            pulled.append(match)
+            yield match
+
+    monkeypatch.setattr(glob_module, "iglob", counting_iglob)
+
+    with pytest.raises(InvalidJob) as refused:
+        resolve_inputs(["**/*"], [root], max_files=3)
+
+    assert refused.value.code == "too_many_files"
+    assert len(pulled) == 4  # max_files + 1, not the 50 a full expansion walks
+    # Within the limit the whole glob is read, sorted, as before.
+    pulled.clear()
+    found = resolve_inputs(["*.jpg"], [root], max_files=50)
+    assert [path.name for path in found] == [f"{index:03d}.jpg" for index in range(50)]
+    assert len(pulled) == 50
+
+
+def test_symlinked_duplicates_do_not_stop_a_glob_short(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    root.mkdir()
+    for name in ("a.jpg", "b.jpg", "c.jpg"):
+        (root / name).write_bytes(b"x")
+    (root / "a2.jpg").symlink_to(root / "a.jpg")  # two names, one file
+
+    with pytest.raises(InvalidJob) as refused:
+        resolve_inputs(["*.jpg"], [root], max_files=2)
+    assert refused.value.code == "too_many_files"
+    assert len(resolve_inputs(["*.jpg"], [root], max_files=3)) == 3

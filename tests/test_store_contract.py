@@ -599,3 +599,70 @@ async def test_sqlite_cancelled_callers_never_leave_the_write_lock_held(
         other.execute("ROLLBACK")
     finally:
         other.close()
+
+
+class _DiesOnce:
+    """Stands in for `_run_batch`: its first batch waits at `gate`, then fails with an error
+    `_run_batch` never lets out (a driver's or the greenlet bridge's), killing the committer;
+    later batches run normally."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from yolo_orch.store import sqlite as sqlite_module
+
+        self._real = sqlite_module._run_batch
+        self.started = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.calls = 0
+        monkeypatch.setattr(sqlite_module, "_run_batch", self)
+
+    def __call__(self, conn: Connection, batch: list[Any]) -> None:
+        from sqlalchemy.util import await_only
+
+        self.calls += 1
+        if self.calls > 1:
+            return self._real(conn, batch)
+        self.started.set()
+        await_only(self.gate.wait())  # the event loop runs: other writes get queued meanwhile
+        raise RuntimeError("the connection broke")
+
+
+async def test_sqlite_writes_queued_while_the_committer_dies_are_still_committed(
+    sqlite_db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dies = _DiesOnce(monkeypatch)
+    first = asyncio.create_task(sqlite_db.write(lambda conn: "first"))
+    await dies.started.wait()
+    second = asyncio.create_task(sqlite_db.write(lambda conn: "second"))
+    await asyncio.sleep(0)  # `second` is in `_pending`, behind the batch in flight
+    dies.gate.set()
+
+    with pytest.raises(RuntimeError, match="the connection broke"):
+        await first
+    # Without a new committer `second` would wait for some later write() to start one.
+    assert await asyncio.wait_for(second, timeout=5) == "second"
+
+
+async def test_sqlite_close_survives_a_dead_committer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = sqlite_url(tmp_path)
+    await asyncio.to_thread(upgrade_to_head, url)
+    db = SQLiteDatabase(url)
+    await db.open()
+    dies = _DiesOnce(monkeypatch)
+    first = asyncio.create_task(db.write(lambda conn: "first"))
+    await dies.started.wait()
+    second = asyncio.create_task(db.write(lambda conn: "second"))
+    await asyncio.sleep(0)
+    closing = asyncio.create_task(db.close())
+    await asyncio.sleep(0)
+    dies.gate.set()
+
+    await asyncio.wait_for(closing, timeout=5)  # does not raise the committer's error
+
+    with pytest.raises(RuntimeError, match="the connection broke"):
+        await first
+    assert await second == "second"  # close() answers every write asked for before it
+    assert db._conn is None  # close() ran to its end: connection closed, engines disposed
+    assert db._writer_engine is None
+    assert db._reader_engine is None

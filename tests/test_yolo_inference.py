@@ -19,7 +19,7 @@ from tests.yolo_fixtures import (
 )
 from yolo_orch.domain import Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
-from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.runners.inference import InferenceParams, YoloInferenceRunner
 from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
 
 IMGSZ = 128  # small and quick; the images are 96-200 px wide
@@ -431,3 +431,47 @@ def test_the_cpu_lane_leaves_a_core_to_the_server(
     monkeypatch.setattr("os.cpu_count", lambda: cores)
 
     assert default_cpu_threads() == threads
+
+
+class _CountersUnderTheRunnerLock(YoloInferenceRunner):
+    """Fails a write to the runner-wide counters made without `_lanes_lock` held (the counters
+    are shared by all lanes; a lane's own lock does not serialise them)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("_hits", "_loads") and hasattr(self, name):
+            assert self._lanes_lock.locked(), f"{name} written without _lanes_lock"
+        super().__setattr__(name, value)
+
+
+def test_cache_hits_are_counted_under_the_runner_wide_lock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race itself (two lanes incrementing at once) cannot be made deterministic: this
+    # checks the mechanism, that every increment holds the lock the other lanes take too.
+    runner = _CountersUnderTheRunnerLock(fixed_resolver({}), model_cache_size=2)
+    monkeypatch.setattr(runner, "_load", lambda device, weights, params: object())
+    weights = ResolvedWeights(Path("/nonexistent/model.pt"), "0" * 64)
+    params = InferenceParams()
+
+    for device in ("cpu", "cuda:0", "cpu", "cuda:0"):
+        with runner._checkout(device, weights, params):
+            pass
+
+    assert runner.cache_hits == 2
+
+
+@pytest.mark.parametrize(
+    ("params", "ok"),
+    [
+        ({"imgsz": 4096}, True),
+        ({"imgsz": 4097}, False),
+        ({"max_det": 10_000}, True),
+        ({"max_det": 10_001}, False),
+    ],
+)
+def test_param_limits_match_the_api(params: dict[str, Any], ok: bool) -> None:
+    if ok:
+        InferenceParams.from_job(params)
+    else:
+        with pytest.raises(InvalidJobInput):
+            InferenceParams.from_job(params)

@@ -31,8 +31,10 @@ class JobFiles:
     def save_inputs(
         self, job_id: str, uploads: list[tuple[str, BinaryIO]]
     ) -> tuple[list[dict[str, str]], list[str]]:
-        """Store uploaded images in the job's folder before the job is accepted. Returns the
-        job's `files` entries and the SHA-256 of each upload (for idempotency fingerprints)."""
+        """Store uploaded images in the job's folder before the job is accepted. Blocking; durable
+        before it returns (each file and the folder are fsynced), since the job that names them
+        is committed before the client's 202. Returns the job's `files` entries and the SHA-256
+        of each upload (for idempotency fingerprints)."""
         folder = self.inputs_dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
         files, digests = [], []
@@ -44,8 +46,10 @@ class JobFiles:
                 while chunk := source.read(1 << 20):
                     digest.update(chunk)
                     out.write(chunk)
+                _sync_file(out)
             files.append({"path": str(target.resolve()), "name": display})
             digests.append(digest.hexdigest())
+        _sync_dir(folder)
         return files, digests
 
     def remove(self, job_id: str) -> None:
@@ -96,13 +100,23 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
+            _sync_file(file)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _sync_dir(path.parent)
+
+
+def _sync_file(file: BinaryIO) -> None:
+    """Flush `file` and fsync it: its data is on disk once this returns."""
+    file.flush()
+    os.fsync(file.fileno())
+
+
+def _sync_dir(folder: Path) -> None:
+    """fsync a folder, so that the names created or renamed in it survive a crash."""
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

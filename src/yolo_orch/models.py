@@ -2,11 +2,15 @@
 and reads their metadata without running code from them.
 
 Files live in `{data_dir}/models/{sha256}.pt`: one file per fingerprint, so importing the same
-bytes twice returns the model that already has them.
+bytes twice returns the model that already has them. Since two imports (or an import and a
+delete) of the same bytes touch the same file, every change to the files and the registrations
+they back runs under one lock: a failed import or a delete never removes a file that a model
+registered meanwhile relies on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import os
@@ -23,7 +27,7 @@ from yolo_orch.errors import (
     BodyTooLarge,
     InvalidJob,
     InvalidWeights,
-    ModelNotFound,
+    ModelUnusable,
     PathOutsideRoots,
 )
 from yolo_orch.inputs import check_relative
@@ -47,6 +51,8 @@ class ModelRegistry:
         self._dir = models_dir
         self._roots = [Path(os.path.realpath(root)) for root in model_roots]
         self._inspect = inspect
+        self._files_lock = asyncio.Lock()
+        """Held while a model file is put in place or removed together with its registration."""
 
     async def import_stream(
         self, chunks: AsyncIterator[bytes], *, name: str, source: str, max_bytes: int
@@ -96,15 +102,17 @@ class ModelRegistry:
         return await self._store.list_models()
 
     async def delete(self, ref: str) -> Model:
-        model = await self._store.delete(ref)
-        await anyio.to_thread.run_sync(self.path_of(model).unlink, True)
+        async with self._files_lock:
+            model = await self._store.delete(ref)
+            if not await self._has_sha256(model.sha256):
+                await anyio.to_thread.run_sync(self.path_of(model).unlink, True)
         return model
 
     async def resolve(self, ref: str) -> ResolvedWeights:
         """What a runner loads: the file and the fingerprint it must still have."""
         model = await self._store.get(ref)
         if not model.usable:
-            raise ModelNotFound(ref)
+            raise ModelUnusable(ref)
         return ResolvedWeights(path=self.path_of(model), sha256=model.sha256)
 
     async def mark_unusable(self, model_id: str) -> None:
@@ -123,7 +131,6 @@ class ModelRegistry:
             reason = exc.reason.replace(str(staged), name).replace(staged.name, name)
             raise InvalidWeights(Path(name), reason) from None
         file_name = f"{sha256}.pt"
-        await anyio.to_thread.run_sync(os.replace, staged, self._dir / file_name)
         new = NewModel(
             name=name,
             sha256=sha256,
@@ -133,12 +140,20 @@ class ModelRegistry:
             source=source,
             file_name=file_name,
         )
-        try:
-            return await self._store.add(new, utcnow())
-        except Exception:
-            # Nothing registered these bytes (a known sha256 returns its model instead).
-            (self._dir / file_name).unlink(missing_ok=True)
-            raise
+        async with self._files_lock:
+            await anyio.to_thread.run_sync(os.replace, staged, self._dir / file_name)
+            try:
+                return await self._store.add(new, utcnow())
+            except Exception:
+                # A refused add registered nothing. Remove the file only if no model has these
+                # bytes: one that does (registered before, the add failing for another reason)
+                # still needs it.
+                if not await self._has_sha256(sha256):
+                    await anyio.to_thread.run_sync((self._dir / file_name).unlink, True)
+                raise
+
+    async def _has_sha256(self, sha256: str) -> bool:
+        return any(model.sha256 == sha256 for model in await self._store.list_models())
 
     def _staging_path(self) -> Path:
         # ".pt": ultralytics decides how to load a file by its suffix.

@@ -70,10 +70,10 @@ class InferenceParams:
     def from_job(cls, params: JsonObject) -> InferenceParams:
         """Check the types and ranges of a job's `params`; unknown keys are ignored."""
         defaults = cls()
-        imgsz = _int(params, "imgsz", defaults.imgsz, low=32, high=8192)
+        imgsz = _int(params, "imgsz", defaults.imgsz, low=32, high=4096)
         conf = _fraction(params, "conf", defaults.conf)
         iou = _fraction(params, "iou", defaults.iou)
-        max_det = _int(params, "max_det", defaults.max_det, low=1, high=100_000)
+        max_det = _int(params, "max_det", defaults.max_det, low=1, high=10_000)
         raw_classes = params.get("classes")
         classes: tuple[int, ...] | None = None
         if raw_classes is not None:
@@ -105,7 +105,8 @@ class _Lane:
 
 
 class YoloInferenceRunner:
-    """Runs inference jobs: `spec.inputs` (absolute image paths) through the job's model."""
+    """Runs inference jobs: `spec["files"]` (the images the server resolved at submission, each
+    `{"path": <absolute path>, "name": <what the client called it>}`) through the job's model."""
 
     def __init__(
         self,
@@ -237,7 +238,10 @@ class YoloInferenceRunner:
             model = lane.idle.pop(sha, None)
             lane.busy[sha] += 1
             generation = lane.generation
-            if model is not None:
+        if model is not None:
+            # `_hits`, like `_loads`, is shared by all lanes: count under `_lanes_lock`, not the
+            # lane's own lock, or two lanes' increments can race.
+            with self._lanes_lock:
                 self._hits += 1
         keep = False
         try:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,6 +88,8 @@ from yolo_orch.store.tables import (
     job_from_row,
     new_job_values,
 )
+
+log = logging.getLogger(__name__)
 
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -161,7 +164,15 @@ class SQLiteDatabase:
 
     async def close(self) -> None:
         while self._committer is not None:  # answer every write already asked for
-            await asyncio.shield(self._committer)
+            committer = self._committer
+            try:
+                await asyncio.shield(committer)
+            except (Exception, asyncio.CancelledError):
+                if not committer.done():  # close() itself was cancelled
+                    raise
+                # The committer died of it, after answering its batch with the error (a
+                # successor, if writes were waiting, is `self._committer` now): close anyway.
+                log.warning("the SQLite committer failed", exc_info=not committer.cancelled())
         if self._conn is not None:
             await self._conn.close()
         for engine in (self._writer_engine, self._reader_engine):
@@ -197,9 +208,13 @@ class SQLiteDatabase:
             return await conn.run_sync(_run_read, op)
 
     async def _commit_pending(self) -> None:
-        """The committer task: runs the waiting writes in batches, one transaction each."""
+        """The committer task: runs the waiting writes in batches, one transaction each.
+
+        If it dies (an error `_run_batch` does not catch fails its whole batch), writes queued
+        meanwhile get a new committer, rather than waiting for the next `write()` to start one."""
         conn = self._conn
         assert conn is not None
+        cancelled = False
         try:
             while self._pending:
                 batch, self._pending = self._pending, []
@@ -213,6 +228,7 @@ class SQLiteDatabase:
                             write.future.cancel()
                         else:
                             write.future.set_exception(exc)
+                    cancelled = isinstance(exc, asyncio.CancelledError)
                     raise
                 for write in batch:
                     if write.future.done():  # its caller was cancelled
@@ -223,6 +239,13 @@ class SQLiteDatabase:
                         write.future.set_result(cast(Any, write.result))
         finally:
             self._committer = None
+            if self._pending:
+                if cancelled or self._conn is not conn:  # shut down, or closed: nobody commits
+                    for write in self._pending:
+                        write.future.cancel()
+                    self._pending = []
+                else:
+                    self._committer = asyncio.create_task(self._commit_pending())
 
 
 def _run_read(conn: Connection, op: Op[_T]) -> _T:
