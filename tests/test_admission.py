@@ -256,3 +256,31 @@ async def test_drain_leaves_unfinished_runs_running_for_recovery(
     assert lanes.free_slots == 1
     recovered = await dispatcher.recover()
     assert [(j.id, j.state) for j in recovered] == [(job.id, JobState.QUEUED)]
+
+
+async def test_jobs_left_by_a_drain_are_not_crash_suspects(tmp_path: Path) -> None:
+    """After a crash, the jobs found running run alone once; after a graceful stop they need
+    not: both lanes fill again at once."""
+    _, behaviour = gate()
+    store = InMemoryJobStore()
+    files = JobFiles(tmp_path)
+    first = Dispatcher(store, Lanes(["sim:0", "sim:1"], 1), ScriptedExecutor(1, behaviour), files)
+    task = asyncio.create_task(first.run())
+    harness = Harness(store, Lanes(["sim:0", "sim:1"], 1), first)
+    jobs = [await harness.submit() for _ in range(2)]
+    for job in jobs:
+        await harness.wait_running(job)
+    await first.drain(grace_s=0)
+    await task
+
+    release, behaviour = gate()
+    lanes = Lanes(["sim:0", "sim:1"], 1)
+    second = Dispatcher(store, lanes, ScriptedExecutor(1, behaviour), files)
+    await second.recover()
+    task = asyncio.create_task(second.run())
+    for job in jobs:
+        await Harness(store, lanes, second).wait_running(job)
+    assert sorted(second.running_jobs) == sorted(job.id for job in jobs)
+    release.set()
+    await second.drain(grace_s=5)
+    await task

@@ -59,8 +59,9 @@ class Dispatcher:
         self._stopping = False
         self._admitting = asyncio.Lock()
         self._suspects: set[str] = set()
-        """Jobs that were running when the server last died: each runs alone once, so a job
-        that kills the server takes no innocent neighbour's attempts with it."""
+        """Jobs that were running when the server last died (not those a drain left behind):
+        each runs alone once, so a job that kills the server takes no innocent neighbour's
+        attempts with it."""
         self.abandoned = 0
         """Runs left behind by `drain`; their worker threads may still be going."""
         self.fatal = asyncio.Event()
@@ -74,9 +75,12 @@ class Dispatcher:
     async def recover(self) -> list[Job]:
         """Settle the jobs a previous process left RUNNING; call before `run`."""
         changed = await self._store.recover(utcnow())
+        drained = await anyio.to_thread.run_sync(self._files.take_abandoned)
         for job in changed:
             log.warning("recovered job %s after a stop: now %s", job.id, job.state)
-        self._suspects = {job.id for job in changed if job.state is JobState.QUEUED}
+        self._suspects = {
+            job.id for job in changed if job.state is JobState.QUEUED and job.id not in drained
+        }
         return changed
 
     def wake(self) -> None:
@@ -115,6 +119,9 @@ class Dispatcher:
         for task in pending:
             runs[task].cancel.set()  # cooperative runners stop soon; the outcome is not recorded
             task.cancel()
+        if pending:  # a graceful stop, not a crash: these need not run alone at the next start
+            abandoned = [runs[task].job_id for task in pending]
+            await anyio.to_thread.run_sync(self._files.note_abandoned, abandoned)
         await asyncio.gather(*pending, return_exceptions=True)
         self.abandoned += len(pending)
         if pending:

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 RESULT_FILE = "result.json"
 JOB_LOG = "job.log"
 METRICS_FILE = "metrics.json"
+ABANDONED_FILE = ".abandoned-at-drain.json"
 """A training job's per-epoch losses and validation scores, rewritten after each epoch."""
 ARTIFACTS_DIR = "artifacts"
 INPUTS_DIR = "inputs"
@@ -71,6 +72,20 @@ class JobFiles:
             return None
         path = self.workdir(job_id) / ARTIFACTS_DIR / name
         return path if path.is_file() else None
+
+    def note_abandoned(self, job_ids: list[str]) -> None:
+        """Which jobs a graceful stop left running: at the next start they are requeued like
+        any interrupted job, but they did not crash anything."""
+        write_atomic(self.root / ABANDONED_FILE, json.dumps(job_ids).encode())
+
+    def take_abandoned(self) -> set[str]:
+        path = self.root / ABANDONED_FILE
+        try:
+            job_ids = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return set()
+        path.unlink(missing_ok=True)
+        return set(job_ids) if isinstance(job_ids, list) else set()
 
     def read_metrics(self, job_id: str) -> bytes:
         path = self.workdir(job_id) / METRICS_FILE
