@@ -10,6 +10,9 @@ from typing import Any
 
 JsonObject = dict[str, Any]
 
+SIM_MODEL = "sim"
+"""The model the simulated runtime provides: fake jobs, no weights."""
+
 
 class JobKind(enum.StrEnum):
     INFERENCE = "inference"

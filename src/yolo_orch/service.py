@@ -16,7 +16,7 @@ import anyio.to_thread
 from yolo_orch.clock import utcnow
 from yolo_orch.datasets import check_dataset
 from yolo_orch.dispatcher import Dispatcher
-from yolo_orch.domain import Job, JobFilter, JobKind, JobState, NewJob, Page
+from yolo_orch.domain import SIM_MODEL, Job, JobFilter, JobKind, JobState, NewJob, Page
 from yolo_orch.errors import (
     ArtifactNotFound,
     InvalidJob,
@@ -31,7 +31,6 @@ from yolo_orch.inputs import resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
-from yolo_orch.runners.simulated import SIM_MODEL
 from yolo_orch.store.base import JobStore
 
 log = logging.getLogger(__name__)

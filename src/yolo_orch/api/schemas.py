@@ -9,8 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from yolo_orch.domain import Job, JobKind, JobState, NewJob
-from yolo_orch.runners.simulated import SIM_MODEL
+from yolo_orch.domain import SIM_MODEL, Job, JobKind, JobState, NewJob
 
 _SIM_FIELDS = ("sim_seconds", "sim_steps", "sim_fail")
 

@@ -7,11 +7,10 @@ import os
 import random
 import time
 
-from yolo_orch.domain import JobKind, JobResult, JsonObject, Progress
+from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
 from yolo_orch.errors import JobCancelled
 from yolo_orch.runners.base import RunContext, Runner
 
-SIM_MODEL = "sim"
 CRASH_EXIT_CODE = 70
 RUN_LOG = "sim-runs.log"
 """Each finished run appends `attempt N succeeded` here, so tests can count real executions."""
