@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from yolo_orch.datasets import load_dataset
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
-from yolo_orch.jobfiles import METRICS_FILE
+from yolo_orch.jobfiles import METRICS_FILE, write_atomic
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.inference import default_cpu_threads
 from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
@@ -216,7 +216,7 @@ class YoloTrainingRunner:
         except (InvalidJob, PathOutsideRoots) as e:
             raise InvalidJobInput(e.message) from e
         target = ctx.workdir / "data.yaml"
-        _write_atomic(target, yaml.safe_dump(dataset.for_ultralytics(), sort_keys=False))
+        write_atomic(target, yaml.safe_dump(dataset.for_ultralytics(), sort_keys=False).encode())
         return target
 
     def _model_source(self, ctx: RunContext) -> str:
@@ -367,7 +367,7 @@ class _Tracker:
             **_scores(metrics),
         }
         self.history.append(entry)
-        _write_atomic(self._path, json.dumps(self.history, indent=1))
+        write_atomic(self._path, json.dumps(self.history, indent=1).encode())
 
 
 def _scores(metrics: dict[str, Any]) -> JsonObject:
@@ -470,12 +470,6 @@ def shipped_architecture(name: str) -> str:
     if head[-1][2] not in DETECT_HEADS:
         raise InvalidJobInput(f"{name!r} is not a detection model ({head[-1][2]} head)")
     return name
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _int(params: JsonObject, key: str, default: int, low: int, high: int) -> int:
