@@ -19,7 +19,8 @@ from tests.yolo_fixtures import (
 )
 from yolo_orch.domain import Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
-from yolo_orch.runners.inference import InferenceParams, YoloInferenceRunner
+from yolo_orch.params.inference import InferenceParams
+from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
 
 IMGSZ = 128  # small and quick; the images are 96-200 px wide
@@ -469,7 +470,7 @@ def test_cache_hits_are_counted_under_the_runner_wide_lock(
         ({"max_det": 10_001}, False),
     ],
 )
-def test_param_limits_match_the_api(params: dict[str, Any], ok: bool) -> None:
+def test_the_runner_checks_the_api_limits(params: dict[str, Any], ok: bool) -> None:
     if ok:
         InferenceParams.from_job(params)
     else:

@@ -13,6 +13,10 @@ JsonObject = dict[str, Any]
 SIM_MODEL = "sim"
 """The model the simulated runtime provides: fake jobs, no weights."""
 
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+MODEL_NAME_MAX_LENGTH = 200
+"""A registry model's name: given at import, derived from a file name, or a training's output."""
+
 
 class JobKind(enum.StrEnum):
     INFERENCE = "inference"

@@ -21,13 +21,13 @@ from yolo_orch.api.deps import JobServiceDep, Services, ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.schemas import (
     InferenceJobCreate,
-    InferenceParams,
     JobCreate,
     JobList,
     JobPublic,
 )
 from yolo_orch.domain import Job, JobFilter, JobKind, JobState, NewJob
 from yolo_orch.errors import InvalidCursor, InvalidJob, QueueFull
+from yolo_orch.params.inference import InferenceParams
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

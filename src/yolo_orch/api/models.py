@@ -14,14 +14,16 @@ from starlette.datastructures import UploadFile
 from yolo_orch.api.auth import admin_scope
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses
-from yolo_orch.domain import Model
+from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model
 from yolo_orch.errors import InvalidJob, UnsupportedMediaType
 from yolo_orch.models import CHUNK_BYTES, model_view
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 ModelRef = Annotated[str, Path(description="The model's id or name.", max_length=200)]
-ModelName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")]
+ModelName = Annotated[
+    str, Field(min_length=1, max_length=MODEL_NAME_MAX_LENGTH, pattern=MODEL_NAME_PATTERN)
+]
 
 
 class ModelImportFromPath(BaseModel):

@@ -10,67 +10,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from yolo_orch.domain import SIM_MODEL, Job, JobKind, JobState, NewJob
-
-_SIM_FIELDS = ("sim_seconds", "sim_steps", "sim_fail")
+from yolo_orch.params.common import SIM_FIELDS, SimulatedParams
+from yolo_orch.params.inference import InferenceParams
+from yolo_orch.params.training import TrainingParams
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class SimulatedParams(_Strict):
-    """Honoured by the simulated runtime (model `sim`) only."""
-
-    sim_seconds: float | None = Field(
-        default=None, ge=0, le=3600, description="Simulated: run time (default 0.2)."
-    )
-    sim_steps: int | None = Field(
-        default=None, ge=1, le=10_000, description="Simulated: progress steps (default 5)."
-    )
-    sim_fail: Literal["error", "oom", "cuda_fatal", "crash"] | None = Field(
-        default=None,
-        description='Simulated: "error" raises, "oom" raises CUDA out of memory, "cuda_fatal" '
-        'raises a sticky CUDA error (the server then exits to be restarted), "crash" kills the '
-        "server process.",
-    )
-
-
-class InferenceParams(SimulatedParams):
-    imgsz: int = Field(default=640, ge=32, le=4096, description="Inference image size.")
-    conf: float = Field(default=0.25, ge=0, le=1, description="Confidence threshold.")
-    iou: float = Field(default=0.7, ge=0, le=1, description="NMS IoU threshold.")
-    max_det: int = Field(default=300, ge=1, le=10_000)
-    classes: list[Annotated[int, Field(ge=0)]] | None = Field(
-        default=None, description="Keep only these class ids."
-    )
-    half: bool = Field(default=False, description="FP16 (CUDA lanes only).")
-    save_annotated: bool = Field(default=False, description="Keep annotated images as artifacts.")
-
-
-class TrainingParams(SimulatedParams):
-    epochs: int = Field(default=100, ge=1, le=10_000)
-    imgsz: int = Field(default=640, ge=32, le=4096)
-    batch: int = Field(default=16, ge=1, le=4096)
-    patience: int = Field(default=100, ge=0)
-    lr0: float = Field(default=0.01, gt=0, le=1)
-    optimizer: Literal[
-        "auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop"
-    ] = "auto"
-    seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    workers: int = Field(
-        default=0,
-        ge=0,
-        le=64,
-        description="DataLoader worker processes (started with forkserver); 0 loads batches in "
-        "the job's own thread.",
-    )
-    output_name: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=200,
-        pattern=r"^[A-Za-z0-9._-]+$",
-        description="Name of the produced model (default: train-<first 8 of the job id>).",
-    )
 
 
 class _JobCreateBase(_Strict):
@@ -80,7 +26,7 @@ class _JobCreateBase(_Strict):
     @model_validator(mode="after")
     def _simulated_fields_need_sim_model(self) -> _JobCreateBase:
         params: SimulatedParams = getattr(self, "params")  # noqa: B009 - both subclasses have it
-        used = [name for name in _SIM_FIELDS if getattr(params, name) is not None]
+        used = [name for name in SIM_FIELDS if getattr(params, name) is not None]
         if used and self.model != SIM_MODEL:
             raise ValueError(f"{', '.join(used)} apply to model {SIM_MODEL!r} only")
         return self

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
+from yolo_orch.params.inference import InferenceParams
 from yolo_orch.runners.base import RunContext
 from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
 
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from ultralytics.engine.results import Results
     from ultralytics.models import YOLO
 
-__all__ = ["InferenceParams", "YoloInferenceRunner", "default_cpu_threads"]
+__all__ = ["YoloInferenceRunner", "default_cpu_threads"]
 
 log = logging.getLogger(__name__)
 
@@ -53,44 +54,6 @@ SUPPORTED_TASKS = frozenset({"detect", "segment", "pose"})
 """Tasks whose results carry boxes; classification and OBB models are refused."""
 
 ResolveWeights = Callable[[str], ResolvedWeights]
-
-
-@dataclass(frozen=True)
-class InferenceParams:
-    imgsz: int = 640
-    conf: float = 0.25
-    iou: float = 0.7
-    max_det: int = 300
-    classes: tuple[int, ...] | None = None
-    half: bool = False
-    """Honoured on CUDA lanes only."""
-    save_annotated: bool = False
-
-    @classmethod
-    def from_job(cls, params: JsonObject) -> InferenceParams:
-        """Check the types and ranges of a job's `params`; unknown keys are ignored."""
-        defaults = cls()
-        imgsz = _int(params, "imgsz", defaults.imgsz, low=32, high=4096)
-        conf = _fraction(params, "conf", defaults.conf)
-        iou = _fraction(params, "iou", defaults.iou)
-        max_det = _int(params, "max_det", defaults.max_det, low=1, high=10_000)
-        raw_classes = params.get("classes")
-        classes: tuple[int, ...] | None = None
-        if raw_classes is not None:
-            if not isinstance(raw_classes, list) or not all(
-                isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in raw_classes
-            ):
-                raise InvalidJobInput("params.classes must be a list of class ids (ints >= 0)")
-            classes = tuple(raw_classes)
-        return cls(
-            imgsz=imgsz,
-            conf=conf,
-            iou=iou,
-            max_det=max_det,
-            classes=classes,
-            half=_bool(params, "half", defaults.half),
-            save_annotated=_bool(params, "save_annotated", defaults.save_annotated),
-        )
 
 
 @dataclass
@@ -521,30 +484,3 @@ def _inputs(spec: JsonObject) -> list[InputFile]:
             raise InvalidJobInput(f"spec.files must hold absolute paths: {str(path)!r}")
         files.append(InputFile(path, str(entry.get("name", path.name))))
     return files
-
-
-def _int(params: JsonObject, key: str, default: int, *, low: int, high: int) -> int:
-    value = params.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise InvalidJobInput(f"params.{key} must be an integer from {low} to {high}")
-    return value
-
-
-def _fraction(params: JsonObject, key: str, default: float) -> float:
-    value = params.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, int | float) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
-        raise InvalidJobInput(f"params.{key} must be a number from 0 to 1")
-    return float(value)
-
-
-def _bool(params: JsonObject, key: str, default: bool) -> bool:
-    value = params.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise InvalidJobInput(f"params.{key} must be true or false")
-    return value

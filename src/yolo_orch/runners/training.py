@@ -47,6 +47,7 @@ from yolo_orch.datasets import load_dataset
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
 from yolo_orch.jobfiles import METRICS_FILE, write_atomic
+from yolo_orch.params.training import TrainingParams
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.inference import default_cpu_threads
 from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MakeParallel",
-    "TrainingParams",
     "YoloTrainingRunner",
     "data_parallel",
     "shipped_architecture",
@@ -77,9 +77,6 @@ MakeParallel = Callable[["nn.Module", tuple[str, ...]], RunImages]
 
 RUN_NAME = "train"
 ARTIFACTS = ("best.pt", "last.pt", "results.csv")
-OPTIMIZERS = frozenset(
-    {"auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop"}
-)
 DETECT_HEADS = frozenset({"Detect", "v10Detect"})
 """Heads a `DetectionTrainer` trains; RT-DETR, World/YOLOE and other tasks need other trainers."""
 _METRIC_KEYS = {
@@ -89,47 +86,6 @@ _METRIC_KEYS = {
     "mAP50-95": "metrics/mAP50-95(B)",
 }
 _ARCHITECTURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.yaml")
-
-
-@dataclass(frozen=True)
-class TrainingParams:
-    epochs: int = 100
-    imgsz: int = 640
-    batch: int = 16
-    patience: int = 100
-    lr0: float = 0.01
-    optimizer: str = "auto"
-    seed: int = 0
-    workers: int = 0
-    """DataLoader worker processes; see the module notes for why 0."""
-    output_name: str | None = None
-
-    @classmethod
-    def from_job(cls, params: JsonObject) -> TrainingParams:
-        """Check the types and ranges of a job's `params`; unknown keys are ignored."""
-        d = cls()
-        optimizer = params.get("optimizer", d.optimizer)
-        if optimizer not in OPTIMIZERS:
-            raise InvalidJobInput(
-                f"params.optimizer must be one of {', '.join(sorted(OPTIMIZERS))}"
-            )
-        lr0 = params.get("lr0", d.lr0)
-        if not isinstance(lr0, int | float) or isinstance(lr0, bool) or not 0 < lr0 <= 1:
-            raise InvalidJobInput("params.lr0 must be a number above 0 and at most 1")
-        output_name = params.get("output_name")
-        if output_name is not None and (not isinstance(output_name, str) or not output_name):
-            raise InvalidJobInput("params.output_name must be a non-empty string")
-        return cls(
-            epochs=_int(params, "epochs", d.epochs, 1, 10_000),
-            imgsz=_int(params, "imgsz", d.imgsz, 32, 8192),
-            batch=_int(params, "batch", d.batch, 1, 4096),
-            patience=_int(params, "patience", d.patience, 0, 10_000),
-            lr0=float(lr0),
-            optimizer=str(optimizer),
-            seed=_int(params, "seed", d.seed, 0, 2**31 - 1),
-            workers=_int(params, "workers", d.workers, 0, 64),
-            output_name=output_name,
-        )
 
 
 def data_parallel(model: nn.Module, lanes: tuple[str, ...]) -> RunImages:
@@ -470,15 +426,6 @@ def shipped_architecture(name: str) -> str:
     if head[-1][2] not in DETECT_HEADS:
         raise InvalidJobInput(f"{name!r} is not a detection model ({head[-1][2]} head)")
     return name
-
-
-def _int(params: JsonObject, key: str, default: int, low: int, high: int) -> int:
-    value = params.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise InvalidJobInput(f"params.{key} must be an integer from {low} to {high}")
-    return value
 
 
 @dataclass(frozen=True)

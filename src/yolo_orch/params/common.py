@@ -1,0 +1,51 @@
+"""What every kind's parameters share: strictness, the simulated runtime's knobs, and the one way
+a runner reads a job's stored params."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from yolo_orch.domain import JsonObject
+from yolo_orch.errors import InvalidJobInput
+
+MAX_CLASS_ID = 2**31 - 1
+"""Class ids past this cannot be any model's (and overflow the int64 tensors they become)."""
+
+
+class StrictParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def from_job(cls, params: JsonObject) -> Self:
+        """A job's stored params as the runner reads them: the same checks as at submission,
+        strictly, since what was stored is what the submission's validation produced."""
+        try:
+            return cls.model_validate(params, strict=True)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"params.{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+                for error in e.errors()
+            )
+            raise InvalidJobInput(problems) from None
+
+
+class SimulatedParams(StrictParams):
+    """Honoured by the simulated runtime (model `sim`) only."""
+
+    sim_seconds: float | None = Field(
+        default=None, ge=0, le=3600, description="Simulated: run time (default 0.2)."
+    )
+    sim_steps: int | None = Field(
+        default=None, ge=1, le=10_000, description="Simulated: progress steps (default 5)."
+    )
+    sim_fail: Literal["error", "oom", "cuda_fatal", "crash"] | None = Field(
+        default=None,
+        description='Simulated: "error" raises, "oom" raises CUDA out of memory, "cuda_fatal" '
+        'raises a sticky CUDA error (the server then exits to be restarted), "crash" kills the '
+        "server process.",
+    )
+
+
+SIM_FIELDS = ("sim_seconds", "sim_steps", "sim_fail")
