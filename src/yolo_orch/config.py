@@ -115,6 +115,10 @@ class Settings(BaseSettings):
     metrics_public: bool = Field(
         default=False, description="Serve /metrics without a token even when tokens are set."
     )
+    docs_require_token: bool = Field(
+        default=False,
+        description="With tokens set, /docs, /redoc and /openapi.json need one too.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = Field(
         default="text", description="json: one JSON object per line, with the job id."
