@@ -21,6 +21,7 @@ from yolo_orch.api.deps import Services
 from yolo_orch.api.docs import install_docs
 from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
+from yolo_orch.api.protocol import HeadAsGet
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents, PublishingJobStore
@@ -82,9 +83,11 @@ def create_app(
         BodyLimits,
         max_request_bytes=settings.max_request_bytes,
         max_upload_bytes=settings.max_upload_bytes,
+        max_discard_bytes=settings.max_discard_bytes,
         upload_routes=[("POST", "/v1/jobs/inference"), ("POST", "/v1/models")],
     )
     app.add_middleware(BearerAuth, check=tokens)
+    app.add_middleware(HeadAsGet)
     return app
 
 

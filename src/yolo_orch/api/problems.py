@@ -61,10 +61,8 @@ class ValidationProblem(Problem):
     )
 
 
-def problem_response(
-    status: int, code: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
-) -> JSONResponse:
-    body = {
+def problem_body(status: int, code: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {
         "type": f"urn:yolo-orch:problem:{code}",
         "title": HTTPStatus(status).phrase,
         "status": status,
@@ -72,6 +70,12 @@ def problem_response(
         "code": code,
         **extra,
     }
+
+
+def problem_response(
+    status: int, code: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    body = problem_body(status, code, detail, **extra)
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
 
