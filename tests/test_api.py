@@ -180,6 +180,25 @@ async def test_full_queue_answers_429_and_stores_nothing(
             await client.post(f"/v1/jobs/{job['id']}/cancel")
 
 
+async def test_retry_after_is_the_wait_behind_the_running_job(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    # No run has finished yet, so recent run times say nothing; the running job's progress
+    # does: one step of 600 took at least a second.
+    async with serve(create_app(settings_factory(max_queued=1, sim_lanes=1))) as client:
+        long = sim_job(params={"sim_seconds": 600, "sim_steps": 600})
+        running = (await client.post("/v1/jobs", json=long)).json()
+        async with asyncio.timeout(10):
+            while not (await client.get(f"/v1/jobs/{running['id']}")).json()["progress"]:
+                await asyncio.sleep(0.02)
+        queued = (await client.post("/v1/jobs", json=long)).json()
+        refused = await client.post("/v1/jobs", json=long)
+        assert_problem(refused, 429, "queue_full")
+        assert int(refused.headers["Retry-After"]) >= 599
+        for job in (running, queued):
+            await client.post(f"/v1/jobs/{job['id']}/cancel")
+
+
 async def test_cancel_queued_running_and_finished(
     settings_factory: Callable[..., Settings],
 ) -> None:
