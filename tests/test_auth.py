@@ -153,7 +153,9 @@ async def test_the_openapi_document_declares_the_bearer_scheme(client: httpx.Asy
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
             secured = operation.get("security") == [{"bearer": []}]
-            assert secured == (path != "/healthz" and path != "/readyz"), (method, path)
+            assert secured == (path not in ("/healthz", "/readyz")), (method, path)
+            if secured:
+                assert "401" in operation["responses"], (method, path)
 
 
 async def test_without_tokens_the_document_declares_no_security(

@@ -25,8 +25,9 @@ ModelName = Annotated[
     str, Field(min_length=1, max_length=MODEL_NAME_MAX_LENGTH, pattern=MODEL_NAME_PATTERN)
 ]
 DERIVED_NAME = (
-    "Default: the file's stem, each run of other characters than A-Z, a-z, 0-9, `.`, `_` and "
-    '`-` made one `-`, cut to 200 characters ("model" if nothing is left).'
+    "Default: the file's stem, each run of characters other than A-Z, a-z, 0-9, `.`, `_` and "
+    "`-` made one `-`, cut to 200 characters, without leading or trailing `.` and `-` "
+    '("model" if nothing is left).'
 )
 
 

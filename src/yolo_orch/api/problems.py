@@ -142,10 +142,15 @@ def _with_bearer(spec: dict[str, Any], needs_token: Callable[[str], bool]) -> di
         "description": "A token from `yolo-orch token create`; its scope (`jobs` or `admin`) "
         "decides what it may do.",
     }
+    unauthorized = {
+        "description": "Unauthorized",
+        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
     for path, operations in spec["paths"].items():
         if needs_token(path):
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}]
+                operation.setdefault("responses", {}).setdefault("401", unauthorized)
     return spec
 
 
