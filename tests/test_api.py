@@ -180,6 +180,25 @@ async def test_full_queue_answers_429_and_stores_nothing(
             await client.post(f"/v1/jobs/{job['id']}/cancel")
 
 
+async def test_retry_after_is_the_wait_behind_the_running_job(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    # No run has finished yet, so recent run times say nothing; the running job's progress
+    # does: one step of 600 took at least a second.
+    async with serve(create_app(settings_factory(max_queued=1, sim_lanes=1))) as client:
+        long = sim_job(params={"sim_seconds": 600, "sim_steps": 600})
+        running = (await client.post("/v1/jobs", json=long)).json()
+        async with asyncio.timeout(10):
+            while not (await client.get(f"/v1/jobs/{running['id']}")).json()["progress"]:
+                await asyncio.sleep(0.02)
+        queued = (await client.post("/v1/jobs", json=long)).json()
+        refused = await client.post("/v1/jobs", json=long)
+        assert_problem(refused, 429, "queue_full")
+        assert int(refused.headers["Retry-After"]) >= 599
+        for job in (running, queued):
+            await client.post(f"/v1/jobs/{job['id']}/cancel")
+
+
 async def test_cancel_queued_running_and_finished(
     settings_factory: Callable[..., Settings],
 ) -> None:
@@ -377,3 +396,36 @@ async def test_uploads_are_bounded_by_max_files_per_job(
         ok = await client.post("/v1/jobs/inference", data={"model": "sim"}, files=[image] * 2)
         assert ok.status_code == 202
         assert ok.json()["inputs"] == ["a.jpg", "a.jpg"]
+
+
+async def test_head_answers_every_get_route_like_get_without_a_body(
+    client: httpx.AsyncClient,
+) -> None:
+    job = (await client.post("/v1/jobs", json=sim_job())).json()
+    await wait_terminal(client, job["id"])
+    spec = (await client.get("/openapi.json")).json()
+    values = {"job_id": job["id"], "ref": "nope", "name": "nope"}
+    paths = [
+        path.format(**values) for path, operations in spec["paths"].items() if "get" in operations
+    ]
+    assert len(paths) > 10, paths
+    for path in [*paths, "/docs", "/redoc", "/v1/jobs/nope"]:
+        get = await client.get(path)
+        head = await client.head(path)
+        assert head.status_code == get.status_code, path
+        assert head.content == b"", path
+        varying = {"content-length"} if path == "/metrics" else set()
+        assert _headers_but(head, varying) == _headers_but(get, varying), path
+
+
+def _headers_but(response: httpx.Response, names: set[str]) -> dict[str, str]:
+    return {key: value for key, value in response.headers.items() if key not in names}
+
+
+async def test_method_not_allowed_names_head_where_get_is(client: httpx.AsyncClient) -> None:
+    refused = await client.put("/v1/jobs")
+    assert_problem(refused, 405, "method_not_allowed")
+    assert refused.headers["Allow"] == "GET, HEAD, POST"
+    cancel = await client.head("/v1/jobs/nope/cancel")
+    assert cancel.status_code == 405
+    assert cancel.headers["Allow"] == "POST"

@@ -106,6 +106,17 @@ async def test_import_by_path_and_upload_fingerprints_once(host: Host) -> None:
     assert by_name.json()["sha256"] == model["sha256"]
 
 
+async def test_an_upload_without_a_name_gets_a_valid_name_from_its_file(host: Host) -> None:
+    upload = {"file": ("my weights (v2).pt", host.weights.read_bytes())}
+    response = await host.client.post("/v1/models", files=upload)
+    assert response.status_code == 201, response.text
+    assert response.json()["name"] == "my-weights-v2"
+    by_name = await host.client.get("/v1/models/my-weights-v2")
+    assert by_name.json()["id"] == response.json()["id"]
+    given = await host.client.post("/v1/models", files=upload, data={"name": "has spaces"})
+    assert_problem(given, 422, "invalid_request")
+
+
 async def test_weights_that_are_not_a_checkpoint_are_refused_and_not_kept(host: Host) -> None:
     response = await host.client.post(
         "/v1/models", files={"file": ("bad.pt", b"definitely not a checkpoint" * 100)}

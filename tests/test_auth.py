@@ -106,3 +106,79 @@ async def test_metrics_need_a_token_unless_public(
     async with serve(create_app(public)) as open_client:
         assert (await open_client.get("/metrics")).status_code == 200
         assert (await open_client.get("/v1/jobs")).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "content"),
+    [
+        ("POST", "/v1/jobs", b"{not json"),
+        ("POST", "/v1/jobs", b'{"kind": "painting"}'),
+        ("POST", "/v1/jobs/inference", b"--nope\r\n"),
+        ("POST", "/v1/models", b"{not json"),
+    ],
+)
+async def test_the_token_is_checked_before_the_body_is_read(
+    client: httpx.AsyncClient, method: str, path: str, content: bytes
+) -> None:
+    json_body = {"content-type": "application/json"}
+    missing = await client.request(method, path, content=content, headers=json_body)
+    assert_problem(missing, 401, "unauthorized")
+    wrong = await client.request(
+        method, path, content=content, headers={**json_body, **bearer("guess")}
+    )
+    assert_problem(wrong, 401, "unauthorized")
+
+
+async def test_a_jobs_token_is_refused_an_import_before_its_body_is_read(
+    client: httpx.AsyncClient,
+) -> None:
+    headers = {"content-type": "application/json", **bearer(JOBS_TOKEN)}
+    refused = await client.post("/v1/models", content=b"{not json", headers=headers)
+    assert_problem(refused, 403, "forbidden")
+
+
+async def test_with_tokens_only_the_open_paths_answer_without_one(
+    client: httpx.AsyncClient,
+) -> None:
+    assert_problem(await client.get("/v2/nothing"), 401, "unauthorized")
+    assert_problem(await client.delete("/v1/jobs"), 401, "unauthorized")
+    assert (await client.get("/docs")).status_code == 200
+    assert (await client.get("/openapi.json")).status_code == 200
+
+
+async def test_the_openapi_document_declares_the_bearer_scheme(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    scheme = spec["components"]["securitySchemes"]["bearer"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            secured = operation.get("security") == [{"bearer": []}]
+            assert secured == (path not in ("/healthz", "/readyz")), (method, path)
+            if secured:
+                assert "401" in operation["responses"], (method, path)
+
+
+async def test_without_tokens_the_document_declares_no_security(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    async with serve(create_app(settings_factory())) as open_client:
+        spec = (await open_client.get("/openapi.json")).json()
+    assert "securitySchemes" not in spec["components"]
+    assert not any(
+        "security" in operation
+        for operations in spec["paths"].values()
+        for operation in operations.values()
+    )
+
+
+async def test_the_api_pages_can_require_a_token(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    tokens = [{"sha256": hashlib.sha256(JOBS_TOKEN.encode()).hexdigest(), "scope": "jobs"}]
+    settings = settings_factory(tokens=tokens, docs_require_token=True)
+    async with serve(create_app(settings)) as client:
+        for page in ("/docs", "/redoc", "/openapi.json"):
+            assert_problem(await client.get(page), 401, "unauthorized")
+            assert (await client.get(page, headers=bearer(JOBS_TOKEN))).status_code == 200
+        assert (await client.get("/docs/assets/swagger-ui.css")).status_code == 200
+        assert (await client.get("/healthz")).status_code == 200

@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
 
-from yolo_orch.domain import Job, JobKind, JobState, Outcome, after_interruption
+from yolo_orch.domain import (
+    MODEL_NAME_MAX_LENGTH,
+    MODEL_NAME_PATTERN,
+    Job,
+    JobKind,
+    JobState,
+    Outcome,
+    after_interruption,
+    model_name_from_file,
+)
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
     JobState.QUEUED,
@@ -68,3 +78,25 @@ def test_interrupted_jobs_retry_until_attempts_run_out() -> None:
     assert error is not None
     assert error.code == "interrupted"
     assert after_interruption(_running(1, cancel_requested=True)) == (CANCELLED, None)
+
+
+@pytest.mark.parametrize(
+    ("file_name", "name"),
+    [
+        ("yolo11n.pt", "yolo11n"),
+        ("weights/best.v2.pt", "best.v2"),
+        ("C:\\models\\mine.pt", "mine"),
+        ("my weights (v2).pt", "my-weights-v2"),
+        ("modèle_été.pt", "mod-le_-t"),
+        ("..pt", "model"),
+        (".hidden", "hidden"),
+        ("модель.pt", "model"),
+        ("", "model"),
+        ("x" * 300 + ".pt", "x" * MODEL_NAME_MAX_LENGTH),
+    ],
+)
+def test_a_name_derived_from_a_file_follows_the_name_rules(file_name: str, name: str) -> None:
+    derived = model_name_from_file(file_name)
+    assert derived == name
+    assert re.fullmatch(MODEL_NAME_PATTERN, derived)
+    assert len(derived) <= MODEL_NAME_MAX_LENGTH

@@ -148,3 +148,15 @@ async def test_resolve_refuses_an_unusable_model_as_unusable(tmp_path: Path) -> 
 
     with pytest.raises(ModelUnusable):
         await models.resolve("m")
+
+
+async def test_a_path_import_without_a_name_gets_a_valid_one_from_the_file(tmp_path: Path) -> None:
+    root = tmp_path / "weights"
+    (root / "runs").mkdir(parents=True)
+    (root / "runs" / "best weights (v2).pt").write_bytes(b"x")
+    models = ModelRegistry(InMemoryModelStore(), tmp_path / "models", [root], fake_inspect)
+
+    model, _ = await models.import_path("runs/best weights (v2).pt", name=None)
+
+    assert model.name == "best-weights-v2"
+    assert (await models.get("best-weights-v2")).id == model.id

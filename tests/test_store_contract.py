@@ -380,6 +380,25 @@ async def test_recent_durations_newest_first(store: JobStore) -> None:
     assert still_running.finished_at is None
 
 
+async def test_recent_durations_and_queued_count_of_one_kind(store: JobStore) -> None:
+    for minute, (kind, seconds) in enumerate(
+        [(JobKind.TRAINING, 600), (JobKind.INFERENCE, 2), (JobKind.TRAINING, 900)]
+    ):
+        job = await add(store, kind=kind)
+        start = T0 + timedelta(minutes=minute)
+        await store.claim(job.id, ("sim:0",), start)
+        await store.finish(job.id, Outcome(JobState.SUCCEEDED), start + timedelta(seconds=seconds))
+    for kind in (JobKind.TRAINING, JobKind.INFERENCE, JobKind.INFERENCE):
+        await add(store, kind=kind)
+
+    assert await store.recent_durations(10, JobKind.TRAINING) == [900.0, 600.0]
+    assert await store.recent_durations(10, JobKind.INFERENCE) == [2.0]
+    assert await store.recent_durations(10) == [900.0, 600.0, 2.0]
+    assert await store.count_queued(JobKind.TRAINING) == 1
+    assert await store.count_queued(JobKind.INFERENCE) == 2
+    assert await store.count_queued() == 3
+
+
 async def test_check_writable_passes_on_a_healthy_store(store: JobStore) -> None:
     await store.check_writable()
 

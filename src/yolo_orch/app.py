@@ -16,11 +16,12 @@ from yolo_orch import __version__
 from yolo_orch.admission import Lanes
 from yolo_orch.api import devices, health, jobs, models
 from yolo_orch.api import metrics as metrics_api
-from yolo_orch.api.auth import jobs_scope
+from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
 from yolo_orch.api.docs import install_docs
 from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
+from yolo_orch.api.protocol import HeadAsGet
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents, PublishingJobStore
@@ -66,19 +67,27 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
+    tokens = TokenCheck(
+        settings.tokens,
+        metrics_public=settings.metrics_public,
+        docs_require_token=settings.docs_require_token,
+    )
     install_docs(app)  # from the package's own assets: no CDN
     install_problem_handlers(app)
-    install_problem_openapi(app)
-    for router in (jobs.router, models.router, devices.router):
-        app.include_router(router, dependencies=[jobs_scope])
-    app.include_router(health.router)
-    app.include_router(metrics_api.router)
+    install_problem_openapi(app, tokens.needs_token if tokens.enabled else None)
+    for router in (jobs.router, models.router, devices.router, health.router, metrics_api.router):
+        app.include_router(router)
+    # The last added runs first: HEAD becomes GET, then the token is checked, then the body's
+    # size, all before the app reads anything.
     app.add_middleware(
         BodyLimits,
         max_request_bytes=settings.max_request_bytes,
         max_upload_bytes=settings.max_upload_bytes,
+        max_discard_bytes=settings.max_discard_bytes,
         upload_routes=[("POST", "/v1/jobs/inference"), ("POST", "/v1/models")],
     )
+    app.add_middleware(BearerAuth, check=tokens)
+    app.add_middleware(HeadAsGet)
     return app
 
 

@@ -61,6 +61,8 @@ class DrainingServer(uvicorn.Server):
     running jobs get `shutdown_grace_s` to finish; then stop. A second signal stops at once."""
 
     def __init__(self, app: FastAPI, settings: Settings) -> None:
+        from yolo_orch.api.protocol import ProblemH11Protocol
+
         super().__init__(
             uvicorn.Config(
                 app,
@@ -68,6 +70,8 @@ class DrainingServer(uvicorn.Server):
                 port=settings.port,
                 log_config=None,
                 timeout_graceful_shutdown=5,
+                http=ProblemH11Protocol,  # problem JSON for requests uvicorn cannot parse
+                h11_max_incomplete_event_size=settings.max_header_bytes,
             )
         )
         self._app = app

@@ -97,6 +97,17 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=1 << 30, ge=1024, description="Largest upload: images of one job, or weights."
     )
+    max_header_bytes: int = Field(
+        default=16 * 1024,
+        ge=1024,
+        description="Largest request line and headers (431 beyond).",
+    )
+    max_discard_bytes: int = Field(
+        default=1 << 30,
+        ge=0,
+        description="Bytes of a body refused as too large that are read and dropped so that "
+        "the client gets the 413 rather than a reset connection.",
+    )
     gpu_telemetry: bool = Field(
         default=True,
         description="NVML readings in /v1/devices and /metrics, and GPU health checks.",
@@ -114,6 +125,10 @@ class Settings(BaseSettings):
     )
     metrics_public: bool = Field(
         default=False, description="Serve /metrics without a token even when tokens are set."
+    )
+    docs_require_token: bool = Field(
+        default=False,
+        description="With tokens set, /docs, /redoc and /openapi.json need one too.",
     )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["text", "json"] = Field(

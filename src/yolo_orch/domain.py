@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import PurePosixPath
 from typing import Any
 
 JsonObject = dict[str, Any]
 
 SIM_MODEL = "sim"
 """The model the simulated runtime provides: fake jobs, no weights."""
-
-MODEL_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
-MODEL_NAME_MAX_LENGTH = 200
-"""A registry model's name: given at import, derived from a file name, or a training's output."""
 
 
 class JobKind(enum.StrEnum):
@@ -184,6 +182,21 @@ class Model:
     created_at: datetime
     usable: bool = True
     """False once its file no longer matched its fingerprint at load time."""
+
+
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+MODEL_NAME_MAX_LENGTH = 200
+"""What a model name may be, given or derived: a client must be able to address it by name."""
+
+
+def model_name_from_file(file_name: str) -> str:
+    """A valid model name from a file's name, for an import that names none: its stem, each
+    run of characters a name may not hold turned into one "-", cut to the longest name
+    allowed; "model" when nothing of it is left."""
+    stem = PurePosixPath(file_name.replace("\\", "/")).stem
+    # Leading and trailing dots go too: "." or ".." could not be addressed in a URL path.
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem)[:MODEL_NAME_MAX_LENGTH].strip("-.")
+    return name or "model"
 
 
 def after_interruption(job: Job) -> tuple[JobState, JobError | None]:

@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict, defaultdict
 from datetime import datetime
 
-from yolo_orch.domain import Job, JobFilter, NewJob, Outcome, Page, Progress
+from yolo_orch.domain import Job, JobFilter, JobKind, NewJob, Outcome, Page, Progress
 from yolo_orch.store.base import JobStore
 
 
@@ -72,8 +72,8 @@ class PublishingJobStore(JobStore):
     async def next_queued(self, limit: int) -> list[Job]:
         return await self._inner.next_queued(limit)
 
-    async def count_queued(self) -> int:
-        return await self._inner.count_queued()
+    async def count_queued(self, kind: JobKind | None = None) -> int:
+        return await self._inner.count_queued(kind)
 
     async def counts(self) -> dict[tuple[str, str], int]:
         return await self._inner.counts()
@@ -104,8 +104,8 @@ class PublishingJobStore(JobStore):
             self._events.publish(job.id)
         return jobs
 
-    async def recent_durations(self, limit: int) -> list[float]:
-        return await self._inner.recent_durations(limit)
+    async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
+        return await self._inner.recent_durations(limit, kind)
 
     async def check_writable(self) -> None:
         await self._inner.check_writable()

@@ -22,7 +22,7 @@ from typing import BinaryIO
 import anyio.to_thread
 
 from yolo_orch.clock import utcnow
-from yolo_orch.domain import JsonObject, Model, NewModel
+from yolo_orch.domain import JsonObject, Model, NewModel, model_name_from_file
 from yolo_orch.errors import (
     BodyTooLarge,
     InvalidJob,
@@ -81,7 +81,8 @@ class ModelRegistry:
         staged = self._staging_path()
         try:
             sha256, size = await anyio.to_thread.run_sync(_copy_hashing, source, staged)
-            return await self._register(staged, sha256, size, name or source.stem, f"path:{source}")
+            name = name or model_name_from_file(relative)
+            return await self._register(staged, sha256, size, name, f"path:{source}")
         finally:
             staged.unlink(missing_ok=True)
 

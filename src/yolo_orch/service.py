@@ -9,7 +9,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from statistics import fmean
 
 import anyio.to_thread
 
@@ -30,10 +29,15 @@ from yolo_orch.errors import (
 from yolo_orch.inputs import resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
+from yolo_orch.queue_wait import expected_wait_s
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
 
 log = logging.getLogger(__name__)
+
+_RECENT_RUNS = 20
+"""Finished runs of each kind that say how long one takes."""
+_MAX_RETRY_AFTER_S = 3600
 
 
 class JobService:
@@ -167,10 +171,14 @@ class JobService:
         return path
 
     async def _retry_after_s(self) -> int:
-        """A queue place opens each time a job starts: about one mean run time per slot."""
-        durations = await self._store.recent_durations(20)
-        mean = fmean(durations) if durations else 1.0
-        return max(1, min(3600, math.ceil(mean / self._total_slots)))
+        """The expected wait of the work ahead: when a job submitted now could start."""
+        running = await self._store.list_jobs(
+            JobFilter(states=(JobState.RUNNING,)), limit=self._total_slots, before_seq=None
+        )
+        queued = {kind: await self._store.count_queued(kind) for kind in JobKind}
+        recent = {kind: await self._store.recent_durations(_RECENT_RUNS, kind) for kind in JobKind}
+        wait = expected_wait_s(running.jobs, queued, recent, slots=self._total_slots, now=utcnow())
+        return max(1, min(_MAX_RETRY_AFTER_S, math.ceil(wait)))
 
 
 def _ids(job: Job) -> dict[str, str]:

@@ -1,42 +1,101 @@
 """Bearer tokens with scopes. The server keeps only SHA-256 hashes of the tokens
-(`yolo-orch token create` makes one), compares them in constant time, and needs a token on every
-/v1 route once any is configured."""
+(`yolo-orch token create` makes one) and compares them in constant time.
+
+Once any token is configured, every path needs one except the probes, the API pages' assets, and
+what the settings open (`/metrics` with `metrics_public`; `/docs`, `/redoc` and `/openapi.json`
+unless `docs_require_token`). The token is checked by `BearerAuth`, in front of the app, so that
+a request without a valid one is answered 401 before anything reads or parses its body; the
+routes then only check that the token's scope allows them (403)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
 
 from fastapi import Depends, Request
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as AsgiScope
 
-from yolo_orch.api.deps import ServicesDep
-from yolo_orch.config import Scope
+from yolo_orch.api.docs import ASSETS_URL
+from yolo_orch.api.problems import error_response
+from yolo_orch.config import Scope, Token
 from yolo_orch.errors import Forbidden, Unauthorized
 
+PROBE_PATHS = frozenset({"/healthz", "/readyz"})
+DOCS_PATHS = frozenset({"/docs", "/redoc", "/openapi.json"})
+_GRANTED = "token_scopes"
+"""Where `BearerAuth` leaves the scopes of a request's token, in the request's state."""
 
-def require(scope: Scope) -> Callable[..., Awaitable[None]]:
-    """A dependency that lets a request through only with a token of `scope` (admin tokens
-    may do everything). Async, so that FastAPI does not hand it to a worker thread."""
 
-    async def check(request: Request, services: ServicesDep) -> None:
-        tokens = services.settings.tokens
-        if not tokens:
-            return
-        header = request.headers.get("authorization", "")
-        kind, _, token = header.partition(" ")
-        if kind.lower() != "bearer" or not token:
+class TokenCheck:
+    """Which paths need a token, and what a token may do."""
+
+    def __init__(
+        self, tokens: Sequence[Token], *, metrics_public: bool, docs_require_token: bool
+    ) -> None:
+        self._tokens = tuple(tokens)
+        open_paths = set(PROBE_PATHS)
+        if metrics_public:
+            open_paths.add("/metrics")
+        if not docs_require_token:
+            open_paths |= DOCS_PATHS
+        self._open = frozenset(open_paths)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._tokens)
+
+    def needs_token(self, path: str) -> bool:
+        if not self._tokens:
+            return False
+        path = path.rstrip("/") or "/"
+        return path not in self._open and not path.startswith(f"{ASSETS_URL}/")
+
+    def scopes(self, authorization: str) -> frozenset[Scope]:
+        """The scopes the token in an `Authorization` header grants; `Unauthorized` when there
+        is no bearer token or it is not one of ours."""
+        kind, _, token = authorization.partition(" ")
+        if kind.lower() != "bearer" or not token.strip():
             raise Unauthorized("a bearer token is required (Authorization: Bearer <token>)")
         digest = hashlib.sha256(token.strip().encode()).hexdigest()
         # Compare against every configured hash, so timing says nothing about which matched.
-        scopes = {entry.scope for entry in tokens if hmac.compare_digest(digest, entry.sha256)}
-        if not scopes:
+        granted = frozenset(
+            entry.scope for entry in self._tokens if hmac.compare_digest(digest, entry.sha256)
+        )
+        if not granted:
             raise Unauthorized("the bearer token is not valid")
-        if scope not in scopes and Scope.ADMIN not in scopes:
-            raise Forbidden(f"this token's scope does not allow this; it needs {scope!r}")
-
-    return check
+        return granted
 
 
-jobs_scope = Depends(require(Scope.JOBS))
-admin_scope = Depends(require(Scope.ADMIN))
+class BearerAuth:
+    """Pure ASGI, outside the app: FastAPI would decode a JSON body, and refuse a bad one with
+    422, before it ran any dependency."""
+
+    def __init__(self, app: ASGIApp, *, check: TokenCheck) -> None:
+        self._app = app
+        self._check = check
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"].removeprefix(scope.get("root_path", ""))
+            if self._check.needs_token(path):
+                try:
+                    granted = self._check.scopes(Headers(scope=scope).get("authorization", ""))
+                except Unauthorized as exc:
+                    await error_response(exc)(scope, receive, send)
+                    return
+                scope.setdefault("state", {})[_GRANTED] = granted
+        await self._app(scope, receive, send)
+
+
+async def require_admin(request: Request) -> None:
+    """A dependency for the routes that change the registry: an admin token only (every valid
+    token may do the rest). Async, so that FastAPI does not hand it to a worker thread."""
+    granted: frozenset[Scope] | None = getattr(request.state, _GRANTED, None)
+    if granted is not None and Scope.ADMIN not in granted:  # None: no tokens configured
+        raise Forbidden("this token's scope does not allow this; it needs 'admin'")
+
+
+admin_scope = Depends(require_admin)

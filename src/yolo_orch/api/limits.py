@@ -1,11 +1,17 @@
 """Request body limits on every route: small for JSON, larger for the upload routes. A body over
-its limit gets 413 as soon as its Content-Length (or the bytes read so far) says so, before the
-rest is read."""
+its limit gets 413 as soon as its Content-Length (or the bytes read so far) says so, without
+passing the rest to the app.
+
+The client is usually still sending then. Closing the connection under it would reset it, and
+the client would see a reset instead of the 413, so the rest of the body is read and dropped
+first, up to `max_discard_bytes`; past that bound the 413 goes out with `Connection: close`. A
+client that sent `Expect: 100-continue` has sent no body yet: it gets the 413 at once."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -27,11 +33,13 @@ class BodyLimits:
         *,
         max_request_bytes: int,
         max_upload_bytes: int,
+        max_discard_bytes: int,
         upload_routes: Collection[tuple[str, str]],
     ) -> None:
         self._app = app
         self._default = max_request_bytes
         self._uploads = max_upload_bytes
+        self._discard = max_discard_bytes
         self._upload_routes = frozenset(upload_routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -40,35 +48,61 @@ class BodyLimits:
             return
         route = (scope["method"], scope["path"].rstrip("/"))
         limit = self._uploads if route in self._upload_routes else self._default
-        declared = _content_length(scope)
+        headers = Headers(scope=scope)
+        declared = _content_length(headers)
         if declared is not None and declared > limit:
+            waiting = headers.get("expect", "").lower() == "100-continue"
+            drained = (
+                not waiting
+                and declared <= self._discard
+                and await _drop_body(receive, self._discard)
+            )
             response = problem_response(
                 413,
                 "body_too_large",
                 f"the request body ({declared} bytes) is larger than the {limit} bytes allowed",
-                headers={"Connection": "close"},
+                headers=None if drained else {"Connection": "close"},
             )
             await response(scope, receive, send)
             return
         received = 0
+        closing = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            nonlocal received, closing
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
+                    more = message.get("more_body", False)
+                    closing = more and not await _drop_body(receive, self._discard)
                     raise BodyTooLargeError(limit)
             return message
 
-        await self._app(scope, limited_receive, send)
+        async def send_closing(message: Message) -> None:
+            if closing and message["type"] == "http.response.start":
+                headers = [*message.get("headers", []), (b"connection", b"close")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self._app(scope, limited_receive, send_closing)
 
 
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+async def _drop_body(receive: Receive, most: int) -> bool:
+    """Read the rest of the body and drop it; whether it ended within `most` bytes."""
+    dropped = 0
+    while dropped <= most:
+        message = await receive()
+        if message["type"] != "http.request":
+            return False  # the client went away
+        dropped += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return dropped <= most
+    return False
+
+
+def _content_length(headers: Headers) -> int | None:
+    try:
+        return int(headers["content-length"])
+    except (KeyError, ValueError):
+        return None

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from yolo_orch.api.auth import require
 from yolo_orch.api.deps import ServicesDep
-from yolo_orch.config import Scope
 
 router = APIRouter(tags=["health"])
-
-
-async def _token_unless_public(request: Request, services: ServicesDep) -> None:
-    if not services.settings.metrics_public:
-        await require(Scope.JOBS)(request, services)
 
 
 @router.get(
@@ -25,7 +18,6 @@ async def _token_unless_public(request: Request, services: ServicesDep) -> None:
     "`metrics_public` is set.",
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
-    dependencies=[Depends(_token_unless_public)],
 )
 async def metrics(services: ServicesDep) -> Response:
     return Response(await services.metrics.render(), media_type=CONTENT_TYPE_LATEST)

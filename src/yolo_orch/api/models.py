@@ -14,7 +14,7 @@ from starlette.datastructures import UploadFile
 from yolo_orch.api.auth import admin_scope
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses
-from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model
+from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model, model_name_from_file
 from yolo_orch.errors import InvalidJob, UnsupportedMediaType
 from yolo_orch.models import CHUNK_BYTES, model_view
 
@@ -24,6 +24,11 @@ ModelRef = Annotated[str, Path(description="The model's id or name.", max_length
 ModelName = Annotated[
     str, Field(min_length=1, max_length=MODEL_NAME_MAX_LENGTH, pattern=MODEL_NAME_PATTERN)
 ]
+DERIVED_NAME = (
+    "Default: the file's stem, each run of characters other than A-Z, a-z, 0-9, `.`, `_` and "
+    "`-` made one `-`, cut to 200 characters, without leading or trailing `.` and `-` "
+    '("model" if nothing is left).'
+)
 
 
 class ModelImportFromPath(BaseModel):
@@ -32,7 +37,7 @@ class ModelImportFromPath(BaseModel):
     path: str = Field(
         min_length=1, max_length=4096, description="A .pt file, relative to a model root."
     )
-    name: ModelName | None = Field(default=None, description="Default: the file's stem.")
+    name: ModelName | None = Field(default=None, description=DERIVED_NAME)
 
 
 class ModelPublic(BaseModel):
@@ -65,7 +70,13 @@ _IMPORT_BODY: dict[str, Any] = {
                     "required": ["file"],
                     "properties": {
                         "file": {"type": "string", "format": "binary"},
-                        "name": {"type": "string", "description": "Default: the file's stem."},
+                        "name": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MODEL_NAME_MAX_LENGTH,
+                            "pattern": MODEL_NAME_PATTERN,
+                            "description": DERIVED_NAME,
+                        },
                     },
                 }
             },
@@ -143,11 +154,14 @@ async def _import_upload(request: Request, services: ServicesDep) -> tuple[Model
         if not isinstance(upload, UploadFile):
             raise InvalidJob("the multipart body needs a `file` part", code="invalid_request")
         raw_name = form.get("name")
-        name = raw_name if isinstance(raw_name, str) and raw_name else _stem(upload.filename)
-        try:
-            ModelImportFromPath(path="-", name=name)
-        except ValidationError as exc:
-            raise InvalidJob(_first_error(exc), code="invalid_request") from None
+        if isinstance(raw_name, str) and raw_name:
+            try:
+                ModelImportFromPath(path="-", name=raw_name)
+            except ValidationError as exc:
+                raise InvalidJob(_first_error(exc), code="invalid_request") from None
+            name = raw_name
+        else:
+            name = model_name_from_file(upload.filename or "")
         return await services.models.import_stream(
             _chunks(upload),
             name=name,
@@ -159,11 +173,6 @@ async def _import_upload(request: Request, services: ServicesDep) -> tuple[Model
 async def _chunks(upload: UploadFile) -> AsyncIterator[bytes]:
     while chunk := await upload.read(CHUNK_BYTES):
         yield chunk
-
-
-def _stem(filename: str | None) -> str:
-    base = (filename or "model.pt").replace("\\", "/").rsplit("/", 1)[-1]
-    return base.rsplit(".", 1)[0] or "model"
 
 
 def _first_error(exc: ValidationError) -> str:

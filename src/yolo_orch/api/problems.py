@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -60,10 +61,8 @@ class ValidationProblem(Problem):
     )
 
 
-def problem_response(
-    status: int, code: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
-) -> JSONResponse:
-    body = {
+def problem_body(status: int, code: str, detail: str, **extra: Any) -> dict[str, Any]:
+    return {
         "type": f"urn:yolo-orch:problem:{code}",
         "title": HTTPStatus(status).phrase,
         "status": status,
@@ -71,6 +70,12 @@ def problem_response(
         "code": code,
         **extra,
     }
+
+
+def problem_response(
+    status: int, code: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    body = problem_body(status, code, detail, **extra)
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
 
 
@@ -80,14 +85,15 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"description": HTTPStatus(status).phrase} for status in statuses}
 
 
-def install_problem_openapi(app: FastAPI) -> None:
+def install_problem_openapi(app: FastAPI, needs_token: Callable[[str], bool] | None = None) -> None:
     """Document every error answer as what it is: problem JSON (FastAPI documents 422 as its
     own `HTTPValidationError`), 401/403 on the token-checked /v1 routes, 413 wherever a body is
-    read."""
+    read. With `needs_token` (tokens are configured), the paths it names require the `bearer`
+    security scheme."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _with_problems(
+            spec = _with_problems(
                 get_openapi(
                     title=app.title,
                     version=app.version,
@@ -95,6 +101,7 @@ def install_problem_openapi(app: FastAPI) -> None:
                     routes=app.routes,
                 )
             )
+            app.openapi_schema = spec if needs_token is None else _with_bearer(spec, needs_token)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -127,8 +134,33 @@ def _with_problems(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def _with_bearer(spec: dict[str, Any], needs_token: Callable[[str], bool]) -> dict[str, Any]:
+    schemes = spec.setdefault("components", {}).setdefault("securitySchemes", {})
+    schemes["bearer"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A token from `yolo-orch token create`; its scope (`jobs` or `admin`) "
+        "decides what it may do.",
+    }
+    unauthorized = {
+        "description": "Unauthorized",
+        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+    for path, operations in spec["paths"].items():
+        if needs_token(path):
+            for operation in operations.values():
+                operation["security"] = [{"bearer": []}]
+                operation.setdefault("responses", {}).setdefault("401", unauthorized)
+    return spec
+
+
 async def _app_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.YoloOrchError)
+    return error_response(exc)
+
+
+def error_response(exc: errors.YoloOrchError) -> JSONResponse:
+    """The answer to an error: also sent by the middlewares that answer before the app runs."""
     status = next((s for cls, s in _STATUS.items() if isinstance(exc, cls)), 400)
     headers = None
     if isinstance(exc, errors.QueueFull):
@@ -185,13 +217,16 @@ def _allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at this path, read from the API's own description."""
     path = request.url.path
     paths: dict[str, dict[str, Any]] = request.app.openapi()["paths"]
-    if path in paths:  # a literal path (/v1/jobs/inference) outranks a template that matches it
-        return sorted(method.upper() for method in paths[path])
     methods: set[str] = set()
-    for template, operations in paths.items():
-        literal = (re.escape(part) for part in re.split(r"\{[^/}]+\}", template))
-        if re.fullmatch("[^/]+".join(literal), path):
-            methods |= {method.upper() for method in operations}
+    if path in paths:  # a literal path (/v1/jobs/inference) outranks a template that matches it
+        methods = {method.upper() for method in paths[path]}
+    else:
+        for template, operations in paths.items():
+            literal = (re.escape(part) for part in re.split(r"\{[^/}]+\}", template))
+            if re.fullmatch("[^/]+".join(literal), path):
+                methods |= {method.upper() for method in operations}
+    if "GET" in methods:
+        methods.add("HEAD")  # answered by `HeadAsGet`, and so not in the document
     return sorted(methods)
 
 

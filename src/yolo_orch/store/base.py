@@ -5,7 +5,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import datetime
 
-from yolo_orch.domain import Job, JobFilter, Model, NewJob, NewModel, Outcome, Page, Progress
+from yolo_orch.domain import (
+    Job,
+    JobFilter,
+    JobKind,
+    Model,
+    NewJob,
+    NewModel,
+    Outcome,
+    Page,
+    Progress,
+)
 
 
 class JobStore(ABC):
@@ -41,7 +51,8 @@ class JobStore(ABC):
         """Queued jobs in start order: highest priority first, then submission order."""
 
     @abstractmethod
-    async def count_queued(self) -> int: ...
+    async def count_queued(self, kind: JobKind | None = None) -> int:
+        """Queued jobs, of `kind` only if given."""
 
     @abstractmethod
     async def counts(self) -> dict[tuple[str, str], int]:
@@ -71,8 +82,9 @@ class JobStore(ABC):
         ones lose their devices, progress and start time). Returns the jobs it changed."""
 
     @abstractmethod
-    async def recent_durations(self, limit: int) -> list[float]:
-        """Run times in seconds of the most recently finished jobs that ran."""
+    async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
+        """Run times in seconds of the most recently finished jobs that ran (of `kind` only, if
+        given)."""
 
     async def check_writable(self) -> None:  # noqa: B027 - optional hook
         """Raise if a write would fail now (used by readiness)."""

@@ -16,6 +16,7 @@ from datetime import datetime
 from yolo_orch.domain import (
     Job,
     JobFilter,
+    JobKind,
     JobState,
     Model,
     NewJob,
@@ -125,8 +126,10 @@ class InMemoryJobStore(JobStore):
         queued.sort(key=lambda job: (-job.priority, job.seq))
         return queued[:limit]
 
-    async def count_queued(self) -> int:
-        return sum(job.state is JobState.QUEUED for job in self._jobs.values())
+    async def count_queued(self, kind: JobKind | None = None) -> int:
+        return sum(
+            job.state is JobState.QUEUED and kind in (None, job.kind) for job in self._jobs.values()
+        )
 
     async def counts(self) -> dict[tuple[str, str], int]:
         return dict(Counter((str(job.state), str(job.kind)) for job in self._jobs.values()))
@@ -189,11 +192,13 @@ class InMemoryJobStore(JobStore):
             changed.append(self._put(job))
         return changed
 
-    async def recent_durations(self, limit: int) -> list[float]:
+    async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         finished = [
             job
             for job in self._jobs.values()
-            if job.finished_at is not None and job.started_at is not None
+            if job.finished_at is not None
+            and job.started_at is not None
+            and kind in (None, job.kind)
         ]
         finished.sort(key=lambda job: job.finished_at or job.created_at, reverse=True)
         return [

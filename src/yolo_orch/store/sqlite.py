@@ -64,6 +64,7 @@ from sqlalchemy.pool import NullPool
 from yolo_orch.domain import (
     Job,
     JobFilter,
+    JobKind,
     JobState,
     NewJob,
     Outcome,
@@ -322,8 +323,10 @@ class SQLiteJobStore(JobStore):
         stmt = select(JOBS).where(_QUEUED).order_by(JOBS.c.priority.desc(), JOBS.c.seq)
         return await self._db.read(functools.partial(_jobs, stmt.limit(limit)))
 
-    async def count_queued(self) -> int:
+    async def count_queued(self, kind: JobKind | None = None) -> int:
         stmt = select(func.count()).select_from(JOBS).where(_QUEUED)
+        if kind is not None:
+            stmt = stmt.where(JOBS.c.kind == str(kind))
         count: int = await self._db.read(lambda conn: conn.execute(stmt).scalar_one())
         return count
 
@@ -347,13 +350,13 @@ class SQLiteJobStore(JobStore):
     async def recover(self, now: datetime) -> list[Job]:
         return await self._db.write(functools.partial(_recover, now))
 
-    async def recent_durations(self, limit: int) -> list[float]:
-        stmt = (
-            select(JOBS.c.started_at, JOBS.c.finished_at)
-            .where(JOBS.c.started_at.is_not(None), JOBS.c.finished_at.is_not(None))
-            .order_by(JOBS.c.finished_at.desc(), JOBS.c.seq)
-            .limit(limit)
+    async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
+        stmt = select(JOBS.c.started_at, JOBS.c.finished_at).where(
+            JOBS.c.started_at.is_not(None), JOBS.c.finished_at.is_not(None)
         )
+        if kind is not None:
+            stmt = stmt.where(JOBS.c.kind == str(kind))
+        stmt = stmt.order_by(JOBS.c.finished_at.desc(), JOBS.c.seq).limit(limit)
         rows = await self._db.read(lambda conn: conn.execute(stmt).all())
         return [(finished - started).total_seconds() for started, finished in rows]
 

@@ -1,0 +1,215 @@
+"""The HTTP edges of a real `serve`, through a socket client that writes bytes as a hostile or
+careless client would: a body over its limit still being sent when the 413 is ready, requests
+uvicorn cannot parse, HEAD."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.acceptance.conftest import Server, sim_inference, submit
+
+PROBLEM = "application/problem+json"
+JSON_LIMIT = 4096
+DISCARD_LIMIT = 16 << 20
+"""The server reads and drops this much of a refused body before it closes the connection."""
+HEADER_LIMIT = 4096
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def problem(self, status: int, code: str) -> dict[str, Any]:
+        assert self.status == status, (self.status, self.body)
+        assert self.headers["content-type"] == PROBLEM
+        problem: dict[str, Any] = json.loads(self.body)
+        assert (problem["status"], problem["code"]) == (status, code)
+        assert problem["type"] == f"urn:yolo-orch:problem:{code}"
+        assert problem["detail"]
+        return problem
+
+
+class Connection:
+    """One TCP connection; requests are written as raw bytes."""
+
+    def __init__(self, server: Server) -> None:
+        self._sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        self._buffer = b""
+
+    def send(self, data: bytes) -> None:
+        self._sock.sendall(data)
+
+    def send_zeros(self, count: int, chunk: int = 1 << 16) -> None:
+        block = b"0" * chunk
+        while count > 0:
+            self._sock.sendall(block[:count])
+            count -= chunk
+
+    def reply(self, *, head: bool = False) -> Reply:
+        while b"\r\n\r\n" not in self._buffer:
+            self._read()
+        raw_head, _, self._buffer = self._buffer.partition(b"\r\n\r\n")
+        status_line, *lines = raw_head.decode("latin-1").split("\r\n")
+        headers = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = 0 if head else int(headers.get("content-length", "0"))
+        while len(self._buffer) < length:
+            self._read()
+        body, self._buffer = self._buffer[:length], self._buffer[length:]
+        return Reply(int(status_line.split()[1]), headers, body)
+
+    def closed_by_server(self) -> bool:
+        return self._buffer == b"" and self._sock.recv(1) == b""
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def _read(self) -> None:
+        data = self._sock.recv(1 << 16)
+        if not data:
+            raise ConnectionError(f"closed by the server; unparsed: {self._buffer[:200]!r}")
+        self._buffer += data
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("edges")
+    server = Server(
+        root / "data",
+        root / "logs",
+        "edges",
+        max_request_bytes=JSON_LIMIT,
+        max_discard_bytes=DISCARD_LIMIT,
+        max_header_bytes=HEADER_LIMIT,
+    )
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def conn(server: Server) -> Iterator[Connection]:
+    connection = Connection(server)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def post_head(length: int | None, *extra: str) -> bytes:
+    lines = ["POST /v1/jobs HTTP/1.1", "Host: test", "Content-Type: application/json", *extra]
+    lines.append(
+        f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
+    )
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n"
+
+
+@pytest.mark.acceptance
+def test_a_client_still_sending_a_body_too_large_gets_the_413(conn: Connection) -> None:
+    size = 8 << 20  # far over the limit, within what the server drops
+    conn.send(post_head(size))
+    conn.send_zeros(size)  # a reset connection would fail here, or at the read below
+    conn.reply().problem(413, "body_too_large")
+    conn.send(HEALTHZ)  # the body was read to its end: the connection is still good
+    assert conn.reply().status == 200
+
+
+@pytest.mark.acceptance
+def test_a_chunked_body_too_large_gets_the_413(conn: Connection) -> None:
+    conn.send(post_head(None))
+    chunk = b"0" * (1 << 16)
+    for _ in range(64):
+        conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+    conn.send(b"0\r\n\r\n")
+    conn.reply().problem(413, "body_too_large")
+    conn.send(HEALTHZ)
+    assert conn.reply().status == 200
+
+
+@pytest.mark.acceptance
+def test_a_body_past_what_the_server_drops_gets_the_413_and_a_close(conn: Connection) -> None:
+    conn.send(post_head(DISCARD_LIMIT + 1))  # the body is never sent: nothing waits unread
+    reply = conn.reply()
+    reply.problem(413, "body_too_large")
+    assert reply.headers["connection"] == "close"
+    assert conn.closed_by_server()
+
+
+@pytest.mark.acceptance
+def test_a_client_that_waits_for_100_continue_gets_the_413_first(conn: Connection) -> None:
+    conn.send(post_head(1 << 20, "Expect: 100-continue"))
+    reply = conn.reply()  # not "100 Continue": the server does not ask for a body it refuses
+    reply.problem(413, "body_too_large")
+    assert reply.headers["connection"] == "close"
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: test\r\nBad Header\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: x\r\n\r\n",
+    ],
+    ids=["request-line", "header-line", "content-length"],
+)
+def test_a_request_that_is_not_http_gets_a_problem(conn: Connection, request_bytes: bytes) -> None:
+    conn.send(request_bytes)
+    reply = conn.reply()
+    reply.problem(400, "invalid_http")
+    assert reply.headers["connection"] == "close"
+    assert conn.closed_by_server()
+
+
+@pytest.mark.acceptance
+def test_headers_over_their_limit_get_a_431_problem(conn: Connection) -> None:
+    # Without the blank line that ends them: the server refuses once it holds more than the
+    # limit, and nothing is left unread when it closes.
+    conn.send(b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Padding: " + b"a" * (2 * HEADER_LIMIT))
+    reply = conn.reply()
+    problem = reply.problem(431, "headers_too_large")
+    assert str(HEADER_LIMIT) in problem["detail"]
+    assert conn.closed_by_server()
+
+
+@pytest.mark.acceptance
+def test_head_answers_like_get_without_a_body(conn: Connection) -> None:
+    conn.send(b"GET /v1/jobs HTTP/1.1\r\nHost: test\r\n\r\n")
+    get = conn.reply()
+    conn.send(b"HEAD /v1/jobs HTTP/1.1\r\nHost: test\r\n\r\n")
+    head = conn.reply(head=True)
+    assert head.status == get.status == 200
+    assert head.headers.keys() == get.headers.keys()
+    assert head.headers["content-length"] == get.headers["content-length"] != "0"
+    conn.send(HEALTHZ)  # nothing followed the headers: the next answer parses
+    assert conn.reply().body == b'{"status":"ok"}'
+
+
+@pytest.mark.acceptance
+def test_head_on_an_event_stream_ends_with_the_headers(server: Server, conn: Connection) -> None:
+    with server.client() as client:
+        job = submit(client, sim_inference("a.jpg", sim_seconds=60))
+        try:
+            conn.send(f"HEAD /v1/jobs/{job['id']}/events HTTP/1.1\r\nHost: test\r\n\r\n".encode())
+            head = conn.reply(head=True)
+            assert head.status == 200
+            assert head.headers["content-type"].startswith("text/event-stream")
+            conn.send(HEALTHZ)  # answered now, not after the job: the stream did not go on
+            assert conn.reply().status == 200
+        finally:
+            client.post(f"/v1/jobs/{job['id']}/cancel")
