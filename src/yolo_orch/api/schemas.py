@@ -39,7 +39,7 @@ class InferenceParams(SimulatedParams):
     imgsz: int = Field(default=640, ge=32, le=4096, description="Inference image size.")
     conf: float = Field(default=0.25, ge=0, le=1, description="Confidence threshold.")
     iou: float = Field(default=0.7, ge=0, le=1, description="NMS IoU threshold.")
-    max_det: int = Field(default=300, ge=1, le=10_000)
+    max_det: int = Field(default=300, ge=1, le=1_000)
     classes: list[Annotated[int, Field(ge=0)]] | None = Field(
         default=None, description="Keep only these class ids."
     )
