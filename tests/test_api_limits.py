@@ -156,3 +156,11 @@ async def test_an_import_with_class_names_past_the_limits_is_refused(
     assert caught.value.message.startswith("many")
     assert await store.list_models() == []
     assert list((tmp_path / "models").iterdir()) == []
+
+
+async def test_max_det_is_capped_at_1000(client: httpx.AsyncClient) -> None:
+    too_many = await client.post("/v1/jobs", json=sim_job(params={"max_det": 1001}))
+
+    assert_problem(too_many, 422, "invalid_request")
+    most = await client.post("/v1/jobs", json=sim_job(params={"max_det": 1000}))
+    assert most.status_code == 202
