@@ -466,8 +466,8 @@ def test_cache_hits_are_counted_under_the_runner_wide_lock(
     [
         ({"imgsz": 4096}, True),
         ({"imgsz": 4097}, False),
-        ({"max_det": 10_000}, True),
-        ({"max_det": 10_001}, False),
+        ({"max_det": 1_000}, True),
+        ({"max_det": 1_001}, False),
     ],
 )
 def test_the_runner_checks_the_api_limits(params: dict[str, Any], ok: bool) -> None:

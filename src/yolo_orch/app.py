@@ -22,10 +22,12 @@ from yolo_orch.api.docs import install_docs
 from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
 from yolo_orch.api.protocol import HeadAsGet
+from yolo_orch.class_names import ClassNameLimits
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents, PublishingJobStore
 from yolo_orch.executor import ThreadExecutor
+from yolo_orch.images import limit_decoders
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
 from yolo_orch.logs import install_job_logs, remove_job_logs
@@ -106,12 +108,16 @@ async def _start(
     events = JobEvents()
     store = PublishingJobStore(durable_store, events)
     inspect = functools.partial(_inspect, settings.data_dir / "ultralytics")
-    models = ModelRegistry(model_store, settings.models_dir, settings.model_roots, inspect)
+    class_name_limits = ClassNameLimits(settings.max_class_names, settings.max_class_names_bytes)
+    models = ModelRegistry(
+        model_store, settings.models_dir, settings.model_roots, inspect, class_name_limits
+    )
+    limit_decoders(settings.max_image_pixels)
 
     if runtime is None:
         runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
     lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
-    files = JobFiles(settings.jobs_dir)
+    files = JobFiles(settings.jobs_dir, settings.max_result_bytes)
     if telemetry is None and settings.gpu_telemetry:
         telemetry = GpuTelemetry()
     if telemetry is not None:
@@ -135,6 +141,7 @@ async def _start(
         max_queued=settings.max_queued,
         data_roots=settings.data_roots,
         max_files_per_job=settings.max_files_per_job,
+        class_name_limits=class_name_limits,
     )
     await dispatcher.recover()
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
@@ -225,6 +232,7 @@ def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
         model_cache_size=settings.model_cache_size,
         data_roots=settings.data_roots,
         cpu_threads=settings.cpu_threads,
+        max_image_pixels=settings.max_image_pixels,
     )
 
 

@@ -20,6 +20,10 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from yolo_orch.class_names import DEFAULT_MAX_CLASS_NAMES, DEFAULT_MAX_CLASS_NAMES_BYTES
+from yolo_orch.images import DEFAULT_MAX_IMAGE_PIXELS
+from yolo_orch.resultfile import DEFAULT_MAX_RESULT_BYTES
+
 CONFIG_ENV_VAR = "YOLO_ORCH_CONFIG"
 MEMORY_DATABASE_URL = "memory://"
 SQLITE_URL_PREFIX = "sqlite+aiosqlite:///"
@@ -107,6 +111,28 @@ class Settings(BaseSettings):
         ge=0,
         description="Bytes of a body refused as too large that are read and dropped so that "
         "the client gets the 413 rather than a reset connection.",
+    )
+    max_image_pixels: int = Field(
+        default=DEFAULT_MAX_IMAGE_PIXELS,
+        ge=1,
+        description="Largest image (width x height), read from its header before decoding: an "
+        "upload beyond it is refused (422 image_too_large), an input becomes an error entry.",
+    )
+    max_class_names: int = Field(
+        default=DEFAULT_MAX_CLASS_NAMES,
+        ge=1,
+        description="Class names a dataset or an imported model may have.",
+    )
+    max_class_names_bytes: int = Field(
+        default=DEFAULT_MAX_CLASS_NAMES_BYTES,
+        ge=1,
+        description="UTF-8 bytes of all of a dataset's or model's class names together.",
+    )
+    max_result_bytes: int = Field(
+        default=DEFAULT_MAX_RESULT_BYTES,
+        ge=1024,
+        description="Largest result file of one job; a job whose result would be larger fails "
+        "with result_too_large.",
     )
     gpu_telemetry: bool = Field(
         default=True,

@@ -28,13 +28,16 @@ from typing import Any
 
 import yaml
 
+from yolo_orch import safe_yaml
+from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
 from yolo_orch.inputs import check_relative
 
 __all__ = ["Dataset", "check_dataset", "load_dataset"]
 
 MAX_YAML_BYTES = 1 << 20
-MAX_CLASSES = 10_000
+YAML_NODES_BESIDES_NAMES = 1_000
+"""Values a data.yaml may hold besides its class names (a names mapping holds two per class)."""
 _SPLITS = ("train", "val", "test")
 
 
@@ -59,7 +62,9 @@ class Dataset:
         return data
 
 
-def check_dataset(relative: str, data_roots: Sequence[Path]) -> Path:
+def check_dataset(
+    relative: str, data_roots: Sequence[Path], limits: ClassNameLimits = DEFAULT_CLASS_NAME_LIMITS
+) -> Path:
     """Find `relative` (a data.yaml) under a data root, check it, and return its real path.
 
     Blocking (it reads files): call it from a worker thread.
@@ -72,12 +77,14 @@ def check_dataset(relative: str, data_roots: Sequence[Path]) -> Path:
             real = _contained(candidate, roots, relative)
             if not real.is_file():
                 raise InvalidJob(f"{relative!r} is not a file", code="dataset_not_found")
-            load_dataset(real, data_roots)
+            load_dataset(real, data_roots, limits)
             return real
     raise InvalidJob(f"{relative!r} is not under the data roots", code="dataset_not_found")
 
 
-def load_dataset(yaml_path: Path, data_roots: Sequence[Path]) -> Dataset:
+def load_dataset(
+    yaml_path: Path, data_roots: Sequence[Path], limits: ClassNameLimits = DEFAULT_CLASS_NAME_LIMITS
+) -> Dataset:
     """Parse and check a data.yaml at a real path (again at run time: the file may have changed)."""
     roots = _real_roots(data_roots)
     real = _contained(yaml_path, roots, str(yaml_path))
@@ -88,9 +95,12 @@ def load_dataset(yaml_path: Path, data_roots: Sequence[Path]) -> Dataset:
             raise InvalidJob(
                 f"{real.name} is larger than {MAX_YAML_BYTES} bytes", "invalid_dataset"
             )
-        data = yaml.safe_load(real.read_text(encoding="utf-8"))
+        max_nodes = 2 * limits.max_names + YAML_NODES_BESIDES_NAMES
+        data = safe_yaml.load_file(real, max_bytes=MAX_YAML_BYTES, max_nodes=max_nodes)
     except FileNotFoundError:
         raise InvalidJob(f"{real.name} no longer exists", code="dataset_not_found") from None
+    except safe_yaml.YamlRefused as e:
+        raise InvalidJob(f"{real.name} is refused: {e}", code="invalid_dataset") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise InvalidJob(f"{real.name} is not readable YAML: {e}", code="invalid_dataset") from e
     if not isinstance(data, dict):
@@ -101,7 +111,7 @@ def load_dataset(yaml_path: Path, data_roots: Sequence[Path]) -> Dataset:
             "must be complete on disk and carry no 'download'",
             code="unsafe_dataset",
         )
-    names = _names(data.get("names"), real.name)
+    names = _names(data.get("names"), real.name, limits)
     nc = data.get("nc")
     if nc is not None and nc != len(names):
         raise InvalidJob(f"nc is {nc!r} but names has {len(names)} entries", "invalid_dataset")
@@ -133,7 +143,7 @@ def _contained(path: Path, roots: Sequence[Path], shown: str) -> Path:
     return real
 
 
-def _names(value: object, file: str) -> tuple[str, ...]:
+def _names(value: object, file: str, limits: ClassNameLimits) -> tuple[str, ...]:
     if isinstance(value, list) and value and all(isinstance(n, str) for n in value):
         names: list[str] = value
     elif isinstance(value, dict) and value and all(isinstance(n, str) for n in value.values()):
@@ -148,8 +158,7 @@ def _names(value: object, file: str) -> tuple[str, ...]:
             f"{file} needs 'names': a non-empty list of strings, or a mapping of class id to name",
             code="invalid_dataset",
         )
-    if len(names) > MAX_CLASSES:
-        raise InvalidJob(f"{file} has more than {MAX_CLASSES} classes", code="invalid_dataset")
+    limits.check(names, file)
     return tuple(names)
 
 

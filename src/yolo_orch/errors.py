@@ -146,6 +146,19 @@ class ResultNotReady(YoloOrchError):
         self.state = state
 
 
+class ResultTooLarge(YoloOrchError):
+    """Raised while a job's result is written: it would pass `max_result_bytes`."""
+
+    code = "result_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the job's result is larger than the {limit} bytes allowed (max_result_bytes); "
+            "run fewer images per job, or raise conf or lower max_det"
+        )
+        self.limit = limit
+
+
 class ShuttingDown(YoloOrchError):
     code = "shutting_down"
 

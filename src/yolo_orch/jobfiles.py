@@ -7,10 +7,15 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from yolo_orch import resultfile
+
 RESULT_FILE = "result.json"
+RESULT_INDEX = "result.index"
 JOB_LOG = "job.log"
 METRICS_FILE = "metrics.json"
 ABANDONED_FILE = ".abandoned-at-drain.json"
@@ -20,8 +25,11 @@ INPUTS_DIR = "inputs"
 
 
 class JobFiles:
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self, root: Path, max_result_bytes: int = resultfile.DEFAULT_MAX_RESULT_BYTES
+    ) -> None:
         self.root = root
+        self.max_result_bytes = max_result_bytes
 
     def workdir(self, job_id: str) -> Path:
         return self.root / job_id
@@ -100,21 +108,37 @@ class JobFiles:
 
     def write_result(self, job_id: str, detail: dict[str, Any]) -> None:
         """Blocking; durable before it returns, so a job is only marked succeeded after its
-        result file is complete."""
-        write_atomic(self.result_path(job_id), json.dumps(detail).encode())
+        result file is complete. `ResultTooLarge` past `max_result_bytes` (nothing is left).
+        The index is put in place first: `result.json` is what makes the result exist."""
+        index_path = self.workdir(job_id) / RESULT_INDEX
+        index_path.unlink(missing_ok=True)  # an earlier attempt's
+        with _atomic_file(self.result_path(job_id)) as file:
+            index = resultfile.write_result(file, detail, self.max_result_bytes)
+            if index is not None:
+                write_atomic(index_path, index)
 
-    def read_result(self, job_id: str) -> bytes:
-        return self.result_path(job_id).read_bytes()
+    def result_page(self, job_id: str, offset: int, limit: int) -> resultfile.EntryPage:
+        """Entries `offset .. offset + limit - 1` of the job's result. Blocking."""
+        folder = self.workdir(job_id)
+        return resultfile.read_page(folder / RESULT_FILE, folder / RESULT_INDEX, offset, limit)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary name in the same folder, fsync, rename: readers see the old file or
     the whole new one, never a torn one, also after a crash."""
+    with _atomic_file(path) as file:
+        file.write(data)
+
+
+@contextmanager
+def _atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A file to write that replaces `path` (fsynced, renamed) once the block ends without
+    an exception; on an exception nothing of it is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as file:
-            file.write(data)
+            yield file
             _sync_file(file)
         os.replace(tmp, path)
     except BaseException:

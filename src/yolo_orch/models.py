@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 import anyio.to_thread
 
+from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import JsonObject, Model, NewModel, model_name_from_file
 from yolo_orch.errors import (
@@ -46,11 +47,13 @@ class ModelRegistry:
         models_dir: Path,
         model_roots: Sequence[Path],
         inspect: Inspect,
+        class_name_limits: ClassNameLimits = DEFAULT_CLASS_NAME_LIMITS,
     ) -> None:
         self._store = store
         self._dir = models_dir
         self._roots = [Path(os.path.realpath(root)) for root in model_roots]
         self._inspect = inspect
+        self._class_name_limits = class_name_limits
         self._files_lock = asyncio.Lock()
         """Held while a model file is put in place or removed together with its registration."""
 
@@ -131,6 +134,7 @@ class ModelRegistry:
         except InvalidWeights as exc:  # say it in the client's terms, not the server's paths
             reason = exc.reason.replace(str(staged), name).replace(staged.name, name)
             raise InvalidWeights(Path(name), reason) from None
+        self._class_name_limits.check(info.class_names, name)
         file_name = f"{sha256}.pt"
         new = NewModel(
             name=name,

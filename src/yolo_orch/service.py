@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from yolo_orch.class_names import ClassNameLimits
 from yolo_orch.clock import utcnow
 from yolo_orch.datasets import check_dataset
 from yolo_orch.dispatcher import Dispatcher
@@ -30,6 +31,7 @@ from yolo_orch.inputs import resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
 from yolo_orch.queue_wait import expected_wait_s
+from yolo_orch.resultfile import EntryPage
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
 
@@ -54,6 +56,7 @@ class JobService:
         max_queued: int,
         data_roots: Sequence[Path],
         max_files_per_job: int,
+        class_name_limits: ClassNameLimits,
     ) -> None:
         self._store = store
         self._dispatcher = dispatcher
@@ -65,6 +68,7 @@ class JobService:
         self._max_queued = max_queued
         self._data_roots = list(data_roots)
         self._max_files = max_files_per_job
+        self._class_name_limits = class_name_limits
         self.draining = False
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -114,7 +118,7 @@ class JobService:
             ]
         elif new.kind is JobKind.TRAINING:
             dataset = await anyio.to_thread.run_sync(
-                check_dataset, spec["dataset"], self._data_roots
+                check_dataset, spec["dataset"], self._data_roots, self._class_name_limits
             )
             spec["dataset_path"] = str(dataset)
             await self._check_output_name(spec["params"].get("output_name"))
@@ -145,11 +149,20 @@ class JobService:
             self._dispatcher.wake()
         return job
 
-    async def result(self, job_id: str) -> bytes:
+    async def result_file(self, job_id: str) -> Path:
+        """The file of a succeeded job's full result (JSON), to be streamed."""
+        await self._succeeded(job_id)
+        return self._files.result_path(job_id)
+
+    async def result_page(self, job_id: str, offset: int, limit: int) -> EntryPage:
+        """A page of a succeeded job's per-image entries."""
+        await self._succeeded(job_id)
+        return await anyio.to_thread.run_sync(self._files.result_page, job_id, offset, limit)
+
+    async def _succeeded(self, job_id: str) -> None:
         job = await self._store.get(job_id)
         if job.state is not JobState.SUCCEEDED:
             raise ResultNotReady(job_id, job.state)
-        return await anyio.to_thread.run_sync(self._files.read_result, job_id)
 
     async def training_metrics(self, job_id: str) -> bytes:
         await self._store.get(job_id)

@@ -27,6 +27,7 @@ from yolo_orch.api.schemas import (
 )
 from yolo_orch.domain import Job, JobFilter, JobKind, JobState, NewJob
 from yolo_orch.errors import InvalidCursor, InvalidJob, QueueFull
+from yolo_orch.images import refuse_oversized
 from yolo_orch.params.inference import InferenceParams
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -127,7 +128,8 @@ class _UploadFields(BaseModel):
     "job (`params` as a JSON object). The images are stored with the job before it is accepted. "
     "An image that cannot be decoded gets an `error` entry in the result; the others are "
     "processed. At most `max_files_per_job` images; more parts are refused before they are "
-    "read.",
+    "read. An image whose header says it has more than `max_image_pixels` pixels is refused "
+    "(422 `image_too_large`) before anything decodes it.",
     responses=problem_responses(404, 413, 422, 429, 503),
     openapi_extra=_UPLOAD_BODY,
 )
@@ -169,6 +171,13 @@ async def submit_inference_upload(
         new = body.to_new_job(services.settings.max_attempts, idempotency_key)
         uploads = [(image.filename or "", image.file) for image in images]
         files, digests = await anyio.to_thread.run_sync(services.files.save_inputs, new.id, uploads)
+        try:
+            await anyio.to_thread.run_sync(
+                refuse_oversized, files, services.settings.max_image_pixels
+            )
+        except BaseException:
+            await anyio.to_thread.run_sync(services.files.remove, new.id)
+            raise
     finally:
         await form.close()
     fingerprint = hashlib.sha256(f"{new.request_fingerprint}:{','.join(digests)}".encode())
@@ -228,14 +237,34 @@ async def cancel_job(job_id: JobId, jobs: JobServiceDep, response: Response) -> 
     return JobPublic.of(job)
 
 
+RESULT_PAGE_DEFAULT = 100
+RESULT_PAGE_MAX = 1000
+
+
 @router.get(
     "/{job_id}/result",
-    summary="The full result of a succeeded job",
-    description="Inference: detections per image. Training: metrics and the produced model.",
+    summary="The full result of a succeeded job, or a page of its per-image entries",
+    description="Inference: detections per image (`images`). Training: metrics and the produced "
+    "model. Without `offset` and `limit`, the whole result, streamed from disk. With either, a "
+    'page of the per-image entries: `{"offset", "limit", "total", "next_offset", '
+    '"images"}`, where `images` holds entries `offset` to `offset + limit - 1` (fewer at the '
+    "end) and `next_offset` is the `offset` of the next page, or null after the last. A "
+    "result without per-image entries (training) has `total` 0.",
     responses={200: {"content": {"application/json": {}}}, **problem_responses(404, 409)},
 )
-async def get_result(job_id: JobId, jobs: JobServiceDep) -> Response:
-    return Response(await jobs.result(job_id), media_type="application/json")
+async def get_result(
+    job_id: JobId,
+    jobs: JobServiceDep,
+    offset: Annotated[int | None, Query(ge=0, le=2**31, description="First entry.")] = None,
+    limit: Annotated[
+        int | None, Query(ge=1, le=RESULT_PAGE_MAX, description="Entries per page.")
+    ] = None,
+) -> Response:
+    if offset is None and limit is None:
+        return FileResponse(await jobs.result_file(job_id), media_type="application/json")
+    limit = limit or RESULT_PAGE_DEFAULT
+    page = await jobs.result_page(job_id, offset or 0, limit)
+    return StreamingResponse(page.json(limit), media_type="application/json")
 
 
 @router.get(
@@ -349,6 +378,10 @@ async def get_artifact(
     return FileResponse(await jobs.artifact(job_id, name), filename=name)
 
 
+_MAX_SEQ = 2**63 - 1
+"""Cursors hold a row's sequence number: an SQLite integer."""
+
+
 def _encode_cursor(seq: int | None) -> str | None:
     if seq is None:
         return None
@@ -361,7 +394,7 @@ def _decode_cursor(cursor: str | None) -> int | None:
     try:
         text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         prefix, _, value = text.partition(":")
-        if prefix != "seq" or not value.isdigit():
+        if prefix != "seq" or not value.isdigit() or len(value) > 19 or int(value) > _MAX_SEQ:
             raise ValueError(text)
         return int(value)
     except (ValueError, binascii.Error, UnicodeDecodeError):

@@ -13,7 +13,7 @@ class InferenceParams(SimulatedParams):
     imgsz: int = Field(default=640, ge=32, le=4096, description="Inference image size.")
     conf: float = Field(default=0.25, ge=0, le=1, description="Confidence threshold.")
     iou: float = Field(default=0.7, ge=0, le=1, description="NMS IoU threshold.")
-    max_det: int = Field(default=300, ge=1, le=10_000, description="Detections per image, at most.")
+    max_det: int = Field(default=300, ge=1, le=1_000, description="Detections per image, at most.")
     classes: list[Annotated[int, Field(ge=0, le=MAX_CLASS_ID)]] | None = Field(
         default=None, max_length=10_000, description="Keep only these class ids."
     )

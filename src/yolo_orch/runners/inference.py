@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from yolo_orch import images
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.params.inference import InferenceParams
@@ -76,12 +77,14 @@ class YoloInferenceRunner:
         resolve_weights: ResolveWeights,
         model_cache_size: int = 2,
         cpu_threads: int | None = None,
+        max_image_pixels: int = images.DEFAULT_MAX_IMAGE_PIXELS,
     ) -> None:
         if model_cache_size < 0:
             raise ValueError("model_cache_size must be >= 0")
         self._resolve_weights = resolve_weights
         self._cache_size = model_cache_size
         self._cpu_threads = cpu_threads if cpu_threads is not None else default_cpu_threads()
+        self._max_image_pixels = max_image_pixels
         self._lanes: dict[str, _Lane] = {}
         self._lanes_lock = threading.Lock()
         self._loads = 0
@@ -158,7 +161,7 @@ class YoloInferenceRunner:
                 raise JobCancelled(f"cancelled after {done} of {total} images")
 
         check_cancel()
-        for chunk in _decoded_chunks(sources, batch_size):
+        for chunk in _decoded_chunks(sources, batch_size, self._max_image_pixels):
             decoded: list[tuple[int, NDArray[np.uint8]]] = []
             for index, image in chunk:
                 if isinstance(image, str):
@@ -375,14 +378,14 @@ def _batch_size(imgsz: int) -> int:
 
 
 def _decoded_chunks(
-    sources: list[InputFile], size: int
+    sources: list[InputFile], size: int, max_pixels: int
 ) -> Iterator[list[tuple[int, NDArray[np.uint8] | str]]]:
     """The job's images decoded, `size` at a time (fewer once a chunk holds MAX_CHUNK_BYTES of
     pixels): each as (index, pixels) or (index, why it cannot be read)."""
     chunk: list[tuple[int, NDArray[np.uint8] | str]] = []
     held = 0
     for index, source in enumerate(sources):
-        image = _decode(source.path)
+        image = _decode(source.path, max_pixels)
         chunk.append((index, image))
         if not isinstance(image, str):
             held += image.nbytes
@@ -405,12 +408,16 @@ def _same_shape_groups(
     return list(groups.values())
 
 
-def _decode(source: Path) -> NDArray[np.uint8] | str:
+def _decode(source: Path, max_pixels: int) -> NDArray[np.uint8] | str:
     """The image as BGR pixels, or why it cannot be read. Decoding here, one image at a time, keeps
-    one bad file from failing the whole job (ultralytics raises for the batch)."""
+    one bad file from failing the whole job (ultralytics raises for the batch). Its header is read
+    first: an image of more than `max_pixels` is never decoded."""
     import cv2
     import numpy as np
 
+    refused = images.decode_refusal(source, max_pixels)
+    if refused is not None:
+        return refused
     try:
         data = np.fromfile(source, dtype=np.uint8)
     except OSError as e:

@@ -37,11 +37,15 @@ class UltralyticsRuntime:
         model_cache_size: int,
         data_roots: Sequence[Path],
         cpu_threads: int | None,
+        max_image_pixels: int,
     ) -> None:
         configure_ultralytics(config_dir)  # before anything imports ultralytics
         self._registry = registry
         self.inference = YoloInferenceRunner(
-            self._resolve_weights, model_cache_size, cpu_threads=cpu_threads
+            self._resolve_weights,
+            model_cache_size,
+            cpu_threads=cpu_threads,
+            max_image_pixels=max_image_pixels,
         )
         self.training = YoloTrainingRunner(
             self._resolve_weights,

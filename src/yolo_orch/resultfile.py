@@ -1,0 +1,149 @@
+"""A job's result file, laid out so that it is served whole or a page at a time straight from
+disk, never parsed or held in memory whole.
+
+`result.json` is the full result, as `GET /v1/jobs/{id}/result` returns it. When the result has
+per-image entries (`images`), each entry is on a line of its own, after the other keys:
+
+    {"summary": ..., "images": [
+    {"source": "a.jpg", ...},
+    {"source": "b.jpg", ...}
+    ]}
+
+JSON text never holds a raw newline inside a value, so a line is an entry. `result.index` holds,
+for each entry, the byte offsets where it starts and ends in `result.json` (two unsigned 64-bit
+little-endian integers), so entries `i..j` are one contiguous byte range of the file (the
+`,\\n` between them is JSON whitespace and a separator). Results without entries (training) have
+no index; results written before the index existed are paged by parsing them.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import anyio
+
+from yolo_orch.errors import ResultTooLarge
+
+__all__ = ["DEFAULT_MAX_RESULT_BYTES", "ENTRIES_KEY", "EntryPage", "read_page", "write_result"]
+
+DEFAULT_MAX_RESULT_BYTES = 128 << 20
+ENTRIES_KEY = "images"
+_SPAN = struct.Struct("<QQ")
+_CHUNK_BYTES = 1 << 16
+
+
+def write_result(file: BinaryIO, detail: dict[str, Any], max_bytes: int) -> bytes | None:
+    """Write `detail` as JSON to `file`, one entry a line; returns the index of its entries (None
+    when it has none). Raises `ResultTooLarge` as soon as the file would pass `max_bytes`."""
+    out = _BoundedWriter(file, max_bytes)
+    entries = detail.get(ENTRIES_KEY)
+    if not isinstance(entries, list):
+        out.write(json.dumps(detail).encode())
+        return None
+    rest = {key: value for key, value in detail.items() if key != ENTRIES_KEY}
+    head = json.dumps(rest)[:-1] + (", " if rest else "") + json.dumps(ENTRIES_KEY) + ": ["
+    out.write(head.encode())
+    index = bytearray()
+    for number, entry in enumerate(entries):
+        out.write(b",\n" if number else b"\n")
+        start = out.written
+        out.write(json.dumps(entry).encode())
+        index += _SPAN.pack(start, out.written)
+    out.write(b"\n]}")
+    return bytes(index)
+
+
+@dataclass(frozen=True)
+class EntryPage:
+    """Entries `offset .. offset + count - 1` of `total`, as JSON array items joined by commas."""
+
+    total: int
+    offset: int
+    count: int
+    file: Path | None = None
+    """Where the entries are, at `span` (start and end byte offsets); or in `inline`."""
+    span: tuple[int, int] = (0, 0)
+    inline: bytes = b""
+
+    @property
+    def next_offset(self) -> int | None:
+        end = self.offset + self.count
+        return end if end < self.total else None
+
+    async def json(self, limit: int) -> AsyncIterator[bytes]:
+        """The page as the API returns it, `{"offset", "limit", "total", "next_offset",
+        "images"}`, its entries read from the result file a chunk at a time."""
+        head = {
+            "offset": self.offset,
+            "limit": limit,
+            "total": self.total,
+            "next_offset": self.next_offset,
+        }
+        yield f"{json.dumps(head)[:-1]}, {json.dumps(ENTRIES_KEY)}: [".encode()
+        async for chunk in self._entries():
+            yield chunk
+        yield b"]}"
+
+    async def _entries(self) -> AsyncIterator[bytes]:
+        if self.inline:
+            yield self.inline
+        start, end = self.span
+        if self.file is None or start == end:
+            return
+        async with await anyio.open_file(self.file, "rb") as file:
+            await file.seek(start)
+            remaining = end - start
+            while remaining > 0:
+                chunk = await file.read(min(_CHUNK_BYTES, remaining))
+                if not chunk:
+                    raise RuntimeError(f"{self.file} is shorter than its index says")
+                remaining -= len(chunk)
+                yield chunk
+
+
+def read_page(result: Path, index: Path, offset: int, limit: int) -> EntryPage:
+    """Entries `offset .. offset + limit - 1` of the result file, located through its index.
+    Blocking; reads only the page's part of the index."""
+    try:
+        with index.open("rb") as file:
+            total = file.seek(0, 2) // _SPAN.size
+            count = max(0, min(limit, total - offset))
+            if count == 0:
+                return EntryPage(total, offset, 0)
+            file.seek(offset * _SPAN.size)
+            spans = file.read(count * _SPAN.size)
+    except FileNotFoundError:
+        return _parsed_page(result, offset, limit)
+    first, _ = _SPAN.unpack_from(spans, 0)
+    _, last = _SPAN.unpack_from(spans, len(spans) - _SPAN.size)
+    return EntryPage(total, offset, count, result, (first, last))
+
+
+def _parsed_page(result: Path, offset: int, limit: int) -> EntryPage:
+    """A result file without an index: training results (no entries, small), or one written
+    before the index existed (read whole, as every result was then)."""
+    detail = json.loads(result.read_bytes())
+    entries = detail.get(ENTRIES_KEY) if isinstance(detail, dict) else None
+    if not isinstance(entries, list):
+        entries = []
+    page = entries[offset : offset + limit]
+    inline = b",".join(json.dumps(entry).encode() for entry in page)
+    return EntryPage(len(entries), offset, len(page), inline=inline)
+
+
+class _BoundedWriter:
+    def __init__(self, file: BinaryIO, max_bytes: int) -> None:
+        self._file = file
+        self._max_bytes = max_bytes
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        if self.written + len(data) > self._max_bytes:
+            raise ResultTooLarge(self._max_bytes)
+        self._file.write(data)
+        self.written += len(data)
