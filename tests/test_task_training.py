@@ -56,9 +56,7 @@ def trained(
     """Each task's model, trained once for the module: its best.pt and the training result."""
     folder = tmp_path_factory.mktemp("trained")
     registry = Registry(folder / "models")
-    runner = YoloTrainingRunner(
-        fixed_resolver({}), registry, data_roots=[data_root], cpu_threads=1
-    )
+    runner = YoloTrainingRunner(fixed_resolver({}), registry, data_roots=[data_root], cpu_threads=1)
     models = {}
     for task in TASKS:
         ctx = TrainingRecorder().context(
@@ -130,7 +128,8 @@ def test_a_validation_reports_the_task_metrics_and_plots(
         return
     matrix = detail["confusion_matrix"]
     names = ["blue", "green", "red"] if task == "classify" else ["red", "green", "blue"]
-    assert matrix["names"] == (names if task in ("classify", "semantic") else [*names, "background"])
+    with_background = names if task in ("classify", "semantic") else [*names, "background"]
+    assert matrix["names"] == with_background
     assert [len(row) for row in matrix["matrix"]] == [len(matrix["names"])] * len(matrix["names"])
     assert "confusion_matrix.png" in artifacts
     if task == "classify":
@@ -218,6 +217,8 @@ def test_each_task_loss_through_the_parallel_stand_in_equals_the_unsplit_loss(
         ("pose", "detect/data.yaml", "kpt_shape"),
         ("detect", "pose/data.yaml", "pose dataset"),
         ("segment", "semantic/data.yaml", "semantic dataset"),
+        ("segment", "detect/data.yaml", "polygons"),
+        ("obb", "detect/data.yaml", "4 corners"),
         ("depth", "detect/data.yaml", "depth"),
         ("detect", "depth/data.yaml", "depth dataset"),
         ("rtdetr", "detect/data.yaml", "cannot train"),

@@ -287,7 +287,13 @@ def test_fine_tunes_a_registry_model_and_refuses_a_changed_file(
 
 @pytest.mark.parametrize(
     "model",
-    ["../yolo11n.yaml", "/tmp/yolo11n.yaml", "nosuch11n.yaml", "rtdetr-l.yaml", "yolov8s-world.yaml"],
+    [
+        "../yolo11n.yaml",
+        "/tmp/yolo11n.yaml",
+        "nosuch11n.yaml",
+        "rtdetr-l.yaml",
+        "yolov8-world.yaml",
+    ],
 )
 def test_only_shipped_configs_of_trainable_heads_are_trained(
     data_root: Path, dataset: Path, tmp_path: Path, model: str

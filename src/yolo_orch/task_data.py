@@ -28,6 +28,11 @@ __all__ = ["TASKS", "ImageFolder", "TaskDataset", "check_task_dataset", "load_ta
 TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 """ultralytics' tasks (`ultralytics.cfg.TASKS`); this server trains and validates each."""
 _SPLITS = ("train", "val", "test")
+_SHAPES = {
+    "segment": (7, "polygons (class x1 y1 x2 y2 x3 y3 ...)"),
+    "obb": (9, "4 corners (class x1 y1 x2 y2 x3 y3 x4 y4)"),
+}
+"""Values a label line must have at least (an odd number: the class and x, y pairs)."""
 _TARGETS = {"depth": "depth"}
 """Where a task's targets sit beside `images/`, when not in `labels/`."""
 
@@ -148,13 +153,33 @@ def _check_fits(task: str, dataset: Dataset) -> None:
     for split, paths in dataset.splits.items():
         for path in paths:
             beside = _beside_images(path, targets)
-            if beside is not None and not beside.is_dir():
+            if beside is None:
+                continue
+            if not beside.is_dir():
                 code = "task_mismatch" if task == "depth" else "dataset_not_found"
                 raise InvalidJob(
                     f"{split} images at {_shown(path, dataset.root)} have no "
                     f"{_shown(beside, dataset.root)} folder for a {task} model",
                     code=code,
                 )
+            if task in _SHAPES and split == "train":
+                _check_label_shape(task, beside, dataset.root)
+
+
+def _check_label_shape(task: str, labels: Path, root: Path) -> None:
+    """A glance at the first label file: boxes (5 values a line) cannot train masks or
+    rotated boxes, which need polygons (`class x1 y1 x2 y2 x3 y3 ...`)."""
+    first = next((f for f in sorted(labels.glob("*.txt")) if f.stat().st_size > 0), None)
+    if first is None:
+        return
+    with first.open(encoding="utf-8", errors="replace") as f:
+        values = len(f.readline(4096).split())
+    minimum, what = _SHAPES[task]
+    if values < minimum or values % 2 == 0:
+        raise InvalidJob(
+            f"{_shown(first, root)} has {values} values a line; a {task} model needs {what}",
+            code="task_mismatch",
+        )
 
 
 def _beside_images(path: Path, name: str) -> Path | None:
