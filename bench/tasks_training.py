@@ -54,7 +54,7 @@ def main() -> None:
         f"generated datasets: {N_TRAIN} train + {N_VAL} val images of 64 px per task, "
         f"{args.epochs} epoch(s), {SETTINGS}, cpu, {args.cpu_threads} torch thread(s)"
     )
-    print("| task | model | direct s | server run s | ratio run/direct | validation (server) |")
+    print("| task | model | direct s | server run s | direct/run | validation job metrics |")
     print("|---|---|---:|---:|---:|---|")
     for task in TASKS:
         run_s, metrics = served[task]

@@ -88,6 +88,26 @@ def test_each_task_trains_and_its_model_has_the_task(
     assert result.detail["artifacts"] == ["best.pt", "last.pt", "results.csv"]
 
 
+@pytest.mark.parametrize("task", ["pose", "classify"])
+def test_a_registry_model_fine_tunes_on_its_task(
+    task: str, trained: dict[str, tuple[Path, Any]], data_root: Path, tmp_path: Path
+) -> None:
+    best = trained[task][0]
+    registry = Registry(tmp_path / "models")
+    weights = ResolvedWeights(best, sha256_file(best))
+    runner = YoloTrainingRunner(
+        fixed_resolver({"id-m": weights}), registry, data_roots=[data_root], cpu_threads=1
+    )
+    ctx = TrainingRecorder().context(
+        tmp_path / "job", checked(task, data_root), model=task, model_id="id-m", epochs=1, **FAST
+    )
+
+    result = runner.run(ctx)
+
+    assert result.summary["epochs"] == 1
+    assert inspect_checkpoint(registry.calls[0][0]).task == task
+
+
 def validate(
     task: str, data_root: Path, best: Path, workdir: Path, **kwargs: Any
 ) -> tuple[Any, TrainingRecorder]:
