@@ -103,7 +103,10 @@ async def test_unsafe_datasets_are_refused_and_nothing_runs(
     ("body", "status", "code"),
     [
         (training(model="nope.yaml"), 404, "model_not_found"),
-        (training(model="yolo11n-seg.yaml"), 404, "model_not_found"),
+        (training(model="rtdetr-l.yaml"), 404, "model_not_found"),
+        (training(model="yolo11n-seg.yaml"), 422, "task_mismatch"),
+        (training(model="yolo11n-cls.yaml"), 422, "task_mismatch"),
+        (training(model="yolo11n-pose.yaml"), 422, "task_mismatch"),
         (training(params={"optimizer": "Lion"}), 422, "invalid_request"),
         (training(params={"colour": "red"}), 422, "invalid_request"),
         (training(dataset="ds/missing.yaml"), 422, "dataset_not_found"),

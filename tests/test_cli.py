@@ -216,6 +216,23 @@ def test_training_submission_and_a_refused_one(cli: Any) -> None:
     assert "(too_many_gpus)" in refused.stderr
 
 
+def test_validate_submits_a_validation_job_and_list_filters_on_it(cli: Any) -> None:
+    done = cli(
+        "validate", "-m", "sim", "--dataset", "ds/data.yaml", "--split", "test", "--wait", "--json"
+    )
+    assert done.exit_code == 0, done.output
+    job = _json(done)
+    assert (job["kind"], job["split"], job["state"]) == ("validation", "test", "succeeded")
+    assert job["result"]["split"] == "test"
+
+    listed = _json(cli("list", "--kind", "validation", "--json", "--all"))
+
+    assert job["id"] in [j["id"] for j in listed["jobs"]]
+    assert {j["kind"] for j in listed["jobs"]} == {"validation"}
+    bad_split = cli("validate", "-m", "sim", "--dataset", "d", "--split", "train")
+    assert bad_split.exit_code == ExitCode.USAGE
+
+
 def test_params_are_parsed_as_json_where_they_parse(cli: Any) -> None:
     job_id = _submit(
         cli, "-i", "a.jpg", "-p", "conf=0.5", "-p", "classes=[0, 2]", "-p", "half=true"

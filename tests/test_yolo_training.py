@@ -23,7 +23,8 @@ from yolo_orch.datasets import check_dataset
 from yolo_orch.domain import JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.runners.training import YoloTrainingRunner, wrap_parallel
+from yolo_orch.runners.trainers import wrap_parallel
+from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
 
 FAST = {"imgsz": 64, "batch": 8}  # 16 train images: 2 batches an epoch
@@ -285,9 +286,16 @@ def test_fine_tunes_a_registry_model_and_refuses_a_changed_file(
 
 
 @pytest.mark.parametrize(
-    "model", ["../yolo11n.yaml", "/tmp/yolo11n.yaml", "nosuch11n.yaml", "yolo11n-seg.yaml"]
+    "model",
+    [
+        "../yolo11n.yaml",
+        "/tmp/yolo11n.yaml",
+        "nosuch11n.yaml",
+        "rtdetr-l.yaml",
+        "yolov8-world.yaml",
+    ],
 )
-def test_only_shipped_detection_configs_are_trained(
+def test_only_shipped_configs_of_trainable_heads_are_trained(
     data_root: Path, dataset: Path, tmp_path: Path, model: str
 ) -> None:
     runner = make_runner(data_root, Registry(tmp_path / "models"))

@@ -51,7 +51,7 @@ def make_dataset(
 
 
 class TrainingRecorder:
-    """Builds training `RunContext`s; records progress and cancels on request."""
+    """Builds training (or validation) `RunContext`s; records progress and cancels on request."""
 
     def __init__(self, cancel_when: Callable[[Any], bool] | None = None) -> None:
         self.progress: list[Any] = []
@@ -72,18 +72,27 @@ class TrainingRecorder:
         model_id: str | None = None,
         devices: tuple[str, ...] = ("cpu",),
         job_id: str = "0123456789abcdef",
+        kind: str = "training",
+        split: str | None = None,
         **params: Any,
     ) -> Any:
         from yolo_orch.domain import Job, JobKind, JobState
         from yolo_orch.runners.base import RunContext
 
+        spec: dict[str, Any] = {
+            "dataset": dataset.name,
+            "dataset_path": str(dataset),
+            "params": params,
+        }
+        if split is not None:
+            spec["split"] = split
         job = Job(
             id=job_id,
             seq=1,
-            kind=JobKind.TRAINING,
+            kind=JobKind(kind),
             state=JobState.RUNNING,
             model=model,
-            spec={"dataset": dataset.name, "dataset_path": str(dataset), "params": params},
+            spec=spec,
             priority=0,
             gpus=len(devices),
             attempt=1,

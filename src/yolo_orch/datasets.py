@@ -7,12 +7,15 @@ ultralytics acts on a data.yaml in ways a server cannot allow (`data/utils.py` `
   `train`/`val` entries starting with `../` are retried without it; list files (`train: x.txt`)
   may name images by absolute path, or relative to the process's working directory.
 - `masks_dir`, `label_mapping`, `bg_class_idx`, `depth_scale`, `kpt_shape`, `minival`, ... switch
-  dataset classes and behaviour meant for other tasks.
+  dataset classes and behaviour meant for other tasks. A few of them are what makes a dataset one
+  task's (pose, semantic, depth): those are checked and carried (`Dataset.task_keys`), the rest
+  dropped; `yolo_orch.task_data` checks that a dataset fits a model's task.
 
 So the rules: the yaml, its `path`, every `train`/`val`/`test` entry, and every image a list file
 names must resolve (symlinks followed) inside the data roots; `names` is required; and the runner
 never hands the client's file to ultralytics: it writes `Dataset.for_ultralytics()`, which carries
-only `path`, `train`, `val`, `test`, `names`, `nc` and `channels`, as absolute paths. Other keys
+only `path`, `train`, `val`, `test`, `names`, `nc`, `channels` and the checked task keys, as
+absolute paths. Other keys
 are ignored (exports add metadata such as `roboflow:`). Not checked: files inside the image folders
 (ultralytics globs them; a symlink placed there by someone who can write to a data root is
 followed), and ultralytics writes a `labels.cache` next to each labels folder when it can.
@@ -20,9 +23,11 @@ followed), and ultralytics writes a `labels.cache` next to each labels folder wh
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,9 @@ class Dataset:
     """`train`, `val` and, when given, `test`: real paths of folders or image-list files."""
     names: tuple[str, ...]
     channels: int
+    task_keys: dict[str, Any] = field(default_factory=dict)
+    """Checked keys that make it a dataset of one task: `kpt_shape` (with `flip_idx`,
+    `kpt_names`) for pose, `masks_dir` for semantic, `depth_scale` and `max_depth` for depth."""
 
     def for_ultralytics(self) -> dict[str, Any]:
         """The only mapping ultralytics gets: absolute paths, nothing it could act on."""
@@ -59,6 +67,7 @@ class Dataset:
             "channels": self.channels,
         }
         data.update({split: [str(p) for p in paths] for split, paths in self.splits.items()})
+        data.update(self.task_keys)
         return data
 
 
@@ -127,7 +136,75 @@ def load_dataset(
         splits[split] = tuple(
             _split_path(entry, split, root, roots) for entry in _entries(value, split)
         )
-    return Dataset(yaml_path=real, root=root, splits=splits, names=names, channels=channels)
+    return Dataset(
+        yaml_path=real,
+        root=root,
+        splits=splits,
+        names=names,
+        channels=channels,
+        task_keys=_task_keys(data, real.name),
+    )
+
+
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+MAX_KEYPOINTS = 1000
+
+
+def _task_keys(data: dict[Any, Any], file: str) -> dict[str, Any]:
+    keys: dict[str, Any] = {}
+    if "kpt_shape" in data:
+        keys.update(_keypoint_keys(data, file))
+    masks_dir = data.get("masks_dir")
+    if masks_dir is not None:
+        # ultralytics swaps it for the `images` folder name in each image path: a name, not a path
+        if not isinstance(masks_dir, str) or not _FOLDER_NAME.fullmatch(masks_dir):
+            raise InvalidJob(f"{file}: masks_dir must be a folder name", "invalid_dataset")
+        keys["masks_dir"] = masks_dir
+    for key in ("depth_scale", "max_depth"):
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise InvalidJob(f"{file}: {key} must be a positive number", "invalid_dataset")
+        if not math.isfinite(value):
+            raise InvalidJob(f"{file}: {key} must be finite", "invalid_dataset")
+        keys[key] = value
+    return keys
+
+
+def _keypoint_keys(data: dict[Any, Any], file: str) -> dict[str, Any]:
+    shape = data["kpt_shape"]
+    if not (
+        isinstance(shape, list)
+        and len(shape) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in shape)
+        and 1 <= shape[0] <= MAX_KEYPOINTS
+        and shape[1] in (2, 3)
+    ):
+        raise InvalidJob(
+            f"{file}: kpt_shape must be [keypoints, 2 or 3] (at most {MAX_KEYPOINTS} keypoints)",
+            "invalid_dataset",
+        )
+    keys: dict[str, Any] = {"kpt_shape": shape}
+    flip = data.get("flip_idx")
+    if flip is not None:
+        if not isinstance(flip, list) or sorted(flip) != list(range(shape[0])):
+            raise InvalidJob(
+                f"{file}: flip_idx must be a permutation of 0..{shape[0] - 1}", "invalid_dataset"
+            )
+        keys["flip_idx"] = flip
+    names = data.get("kpt_names")
+    if names is not None:
+        if not isinstance(names, dict) or not all(
+            isinstance(v, list) and len(v) == shape[0] and all(isinstance(n, str) for n in v)
+            for v in names.values()
+        ):
+            raise InvalidJob(
+                f"{file}: kpt_names must map class ids to {shape[0]} keypoint names",
+                "invalid_dataset",
+            )
+        keys["kpt_names"] = names
+    return keys
 
 
 def _real_roots(data_roots: Sequence[Path]) -> list[Path]:

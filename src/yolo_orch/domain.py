@@ -19,6 +19,7 @@ SIM_MODEL = "sim"
 class JobKind(enum.StrEnum):
     INFERENCE = "inference"
     TRAINING = "training"
+    VALIDATION = "validation"
 
 
 class JobState(enum.StrEnum):
@@ -87,7 +88,7 @@ class NewJob:
     model: str
     spec: JsonObject
     """Kind-specific fields: `inputs` and `params` for inference; `dataset` and `params` for
-    training."""
+    training; `dataset`, `split` and `params` for validation."""
     priority: int = 0
     gpus: int = 1
     max_attempts: int = 3

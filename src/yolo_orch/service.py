@@ -14,9 +14,17 @@ import anyio.to_thread
 
 from yolo_orch.class_names import ClassNameLimits
 from yolo_orch.clock import utcnow
-from yolo_orch.datasets import check_dataset
 from yolo_orch.dispatcher import Dispatcher
-from yolo_orch.domain import SIM_MODEL, Job, JobFilter, JobKind, JobState, NewJob, Page
+from yolo_orch.domain import (
+    SIM_MODEL,
+    Job,
+    JobFilter,
+    JobKind,
+    JobState,
+    JsonObject,
+    NewJob,
+    Page,
+)
 from yolo_orch.errors import (
     ArtifactNotFound,
     InvalidJob,
@@ -34,6 +42,7 @@ from yolo_orch.queue_wait import expected_wait_s
 from yolo_orch.resultfile import EntryPage
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
+from yolo_orch.task_data import check_task_dataset
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +110,12 @@ class JobService:
         or a dataset that are not readable files under the data roots."""
         if await anyio.to_thread.run_sync(self._runtime.provides, new.model, new.kind):
             model_id = None  # `sim`, or a shipped architecture to train from scratch
+            task = await anyio.to_thread.run_sync(self._runtime.model_task, new.model)
         else:
             model = await self._models.get(new.model)
             if not model.usable:
                 raise ModelUnusable(new.model)
-            model_id = model.id
+            model_id, task = model.id, model.task
         spec = dict(new.spec)
         if model_id is None and new.model == SIM_MODEL:
             spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
@@ -116,13 +126,24 @@ class JobService:
             spec["files"] = [
                 {"path": str(path), "name": _display_name(path, self._data_roots)} for path in paths
             ]
-        elif new.kind is JobKind.TRAINING:
-            dataset = await anyio.to_thread.run_sync(
-                check_dataset, spec["dataset"], self._data_roots, self._class_name_limits
-            )
-            spec["dataset_path"] = str(dataset)
-            await self._check_output_name(spec["params"].get("output_name"))
+        elif new.kind in (JobKind.TRAINING, JobKind.VALIDATION):
+            spec["dataset_path"] = str(await self._checked_dataset(spec, task))
+            if new.kind is JobKind.TRAINING:
+                await self._check_output_name(spec["params"].get("output_name"))
         return replace(new, spec=spec, model_id=model_id)
+
+    async def _checked_dataset(self, spec: JsonObject, task: str | None) -> Path:
+        """A dataset under the data roots that fits the model's task (`task_mismatch`), with
+        the split a validation scores."""
+        if task is None:  # shipped architectures and registry models always have one
+            raise InvalidJob("the model has no task", code="task_mismatch")
+        path, dataset = await anyio.to_thread.run_sync(
+            check_task_dataset, task, spec["dataset"], self._data_roots, self._class_name_limits
+        )
+        split = spec.get("split")
+        if split is not None and split not in dataset.splits:
+            raise InvalidJob(f"{spec['dataset']!r} has no {split!r} split", "invalid_dataset")
+        return path
 
     async def _check_output_name(self, name: str | None) -> None:
         """A training job that would end by failing to register its model is refused now."""

@@ -13,6 +13,7 @@ from yolo_orch.domain import SIM_MODEL, Job, JobKind, JobState, NewJob
 from yolo_orch.params.common import SIM_FIELDS, SimulatedParams
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.params.training import TrainingParams
+from yolo_orch.params.validation import ValidationParams
 
 
 class _Strict(BaseModel):
@@ -51,13 +52,15 @@ class TrainingJobCreate(_JobCreateBase):
     model: str = Field(
         min_length=1,
         max_length=200,
-        description="A registered model to fine-tune, or a shipped architecture (yolo11n.yaml).",
+        description="A registered model to fine-tune, or a shipped architecture of any task "
+        "(yolo11n.yaml, yolo11n-seg.yaml, yolo11n-cls.yaml, ...).",
     )
     dataset: str | None = Field(
         default=None,
         min_length=1,
         max_length=4096,
-        description="A data.yaml under a data root (not needed by the simulated model).",
+        description="A data.yaml under a data root (an image folder for classify models); not "
+        "needed by the simulated model.",
     )
     gpus: int = Field(default=1, ge=1, le=64, description="Lanes to hold for the whole run.")
     params: TrainingParams = Field(default_factory=TrainingParams)
@@ -75,7 +78,37 @@ class TrainingJobCreate(_JobCreateBase):
         return _new_job(self, JobKind.TRAINING, spec, self.gpus, max_attempts, idempotency_key)
 
 
-JobCreate = Annotated[InferenceJobCreate | TrainingJobCreate, Field(discriminator="kind")]
+class ValidationJobCreate(_JobCreateBase):
+    kind: Literal["validation"]
+    dataset: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="A data.yaml (an image folder for classify models) under a data root; not "
+        "needed by the simulated model.",
+    )
+    split: Literal["val", "test"] = Field(default="val", description="The split to score.")
+    params: ValidationParams = Field(default_factory=ValidationParams)
+
+    @model_validator(mode="after")
+    def _dataset_required(self) -> ValidationJobCreate:
+        if self.dataset is None and self.model != SIM_MODEL:
+            raise ValueError("dataset is required")
+        return self
+
+    def to_new_job(self, max_attempts: int, idempotency_key: str | None) -> NewJob:
+        spec: dict[str, Any] = {
+            "split": self.split,
+            "params": self.params.model_dump(exclude_none=True),
+        }
+        if self.dataset is not None:
+            spec["dataset"] = self.dataset
+        return _new_job(self, JobKind.VALIDATION, spec, 1, max_attempts, idempotency_key)
+
+
+JobCreate = Annotated[
+    InferenceJobCreate | TrainingJobCreate | ValidationJobCreate, Field(discriminator="kind")
+]
 
 
 def _new_job(
@@ -121,6 +154,7 @@ class JobPublic(BaseModel):
     model: str
     inputs: list[str] | None = None
     dataset: str | None = None
+    split: str | None = Field(default=None, description="Validation: the split scored.")
     params: dict[str, Any]
     priority: int
     gpus: int
@@ -146,6 +180,7 @@ class JobPublic(BaseModel):
             model=job.model,
             inputs=job.spec.get("inputs"),
             dataset=job.spec.get("dataset"),
+            split=job.spec.get("split"),
             params=job.params,
             priority=job.priority,
             gpus=job.gpus,

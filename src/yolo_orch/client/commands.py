@@ -1,5 +1,6 @@
 """The client commands of `yolo-orch`: submit, status, wait, cancel, list, result, models,
-devices. Each talks to a running server over HTTP (`--url`, `--token`)."""
+devices (and `validate`, in `client.validate`). Each talks to a running server over HTTP
+(`--url`, `--token`)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ class State(enum.StrEnum):
 class Kind(enum.StrEnum):
     inference = "inference"
     training = "training"
+    validation = "validation"
 
 
 def register(app: typer.Typer) -> None:
@@ -65,6 +67,9 @@ def register(app: typer.Typer) -> None:
         ("result", result),
     ):
         app.command(name, rich_help_panel="Jobs")(command)
+    from yolo_orch.client.validate import validate  # it builds on this module's options
+
+    app.command("validate", rich_help_panel="Jobs")(validate)
     app.add_typer(models_app, name="models", rich_help_panel="Host")
     app.command(rich_help_panel="Host")(devices)
 
@@ -434,3 +439,9 @@ def _out() -> Console:
 
 def _err() -> Console:
     return Console(stderr=True, highlight=False)
+
+
+connect = _api
+show = _print
+follow = _follow
+"""Shared with the other job verbs (`client.validate`)."""

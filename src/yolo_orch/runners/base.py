@@ -44,6 +44,11 @@ class Runtime(Protocol):
         weights registry (`sim`; a shipped architecture to train from scratch). Blocking."""
         ...
 
+    def model_task(self, model: str) -> str | None:
+        """The task of a model this runtime provides (`detect` for `yolo11n.yaml`); None for
+        models without one (`sim`). Blocking."""
+        ...
+
     def cached_models(self, lane: str) -> list[str]:
         """sha256s of the weights loaded on `lane`."""
         ...

@@ -34,6 +34,9 @@ class SimulatedRuntime:
     def provides(self, model: str, kind: JobKind) -> bool:
         return model == SIM_MODEL
 
+    def model_task(self, model: str) -> str | None:
+        return None
+
     def cached_models(self, lane: str) -> list[str]:
         return []
 
@@ -68,6 +71,8 @@ class SimulatedRunner:
             log.write(f"attempt {ctx.job.attempt} succeeded\n")
         if ctx.job.kind is JobKind.TRAINING:
             return _training_result(ctx.job.id, steps)
+        if ctx.job.kind is JobKind.VALIDATION:
+            return _validation_result(ctx.job.id, ctx.job.spec.get("split", "val"))
         return _inference_result(list(ctx.job.spec.get("inputs", [])))
 
 
@@ -104,14 +109,24 @@ def _fake_detections(source: str) -> JsonObject:
 
 
 def _training_result(job_id: str, epochs: int) -> JobResult:
+    metrics = _fake_metrics(job_id)
+    return JobResult(
+        summary={"epochs": epochs, "metrics": metrics, "model_id": None},
+        detail={"epochs": epochs, "metrics": metrics, "model_id": None, "artifacts": []},
+    )
+
+
+def _validation_result(job_id: str, split: str) -> JobResult:
+    metrics = _fake_metrics(job_id)
+    summary = {"task": "detect", "split": split, "images": 4, "metrics": metrics}
+    return JobResult(summary=summary, detail={**summary, "per_class": [], "artifacts": []})
+
+
+def _fake_metrics(job_id: str) -> JsonObject:
     rng = random.Random(job_id)
-    metrics = {
+    return {
         "precision": round(rng.uniform(0.5, 0.9), 4),
         "recall": round(rng.uniform(0.5, 0.9), 4),
         "mAP50": round(rng.uniform(0.4, 0.8), 4),
         "mAP50-95": round(rng.uniform(0.2, 0.6), 4),
     }
-    return JobResult(
-        summary={"epochs": epochs, "metrics": metrics, "model_id": None},
-        detail={"epochs": epochs, "metrics": metrics, "model_id": None, "artifacts": []},
-    )

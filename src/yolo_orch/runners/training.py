@@ -1,12 +1,13 @@
-"""Training jobs: ultralytics' `DetectionTrainer` in the job's worker thread, on the job's lanes.
+"""Training jobs: ultralytics' trainer for the model's task (`runners.trainers`) in the job's worker
+thread, on the job's lanes.
 
 Decisions (measurements and reasons in ULTRALYTICS.md):
 - One device for ultralytics (`"0"`-style or `"cpu"`), so it never launches DDP subprocesses, which
-  would take progress and cancel out of this process. With k > 1 CUDA lanes the trainer's model is
-  wrapped after set-up so that only the images go through `nn.DataParallel`; the predictions are
-  gathered on the first lane and the loss is computed once on the whole batch (`batch_idx` holds
-  global image indices, so the batch dict itself must not be scattered). BatchNorm statistics are
-  per replica. The split is injectable (`make_parallel`) so it can be exercised on a CPU.
+  would take progress and cancel out of this process. With k > 1 CUDA lanes only the images go
+  through `nn.DataParallel` (`runners.trainers`); the split is injectable (`make_parallel`) so it
+  can be exercised on a CPU.
+- The task comes from the model (a registry checkpoint's, or a shipped config's head); the dataset
+  must be one for that task (`yolo_orch.task_data`), checked at submission and again here.
 - `amp=False`: ultralytics' AMP check loads (downloads) a model on CUDA, and bf16, which skips the
   check, is not carried into DataParallel's replica threads (they autocast to fp16). fp32 costs
   speed and memory on GPUs; it is the safe choice until measured otherwise.
@@ -32,87 +33,50 @@ Call `configure_ultralytics` before constructing the runner (offline, safe load)
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yolo_orch.datasets import load_dataset
 from yolo_orch.domain import JobResult, JsonObject, Progress
-from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
+from yolo_orch.errors import JobCancelled
 from yolo_orch.jobfiles import METRICS_FILE, write_atomic
 from yolo_orch.params.training import TrainingParams
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.inference import default_cpu_threads
-from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
+from yolo_orch.runners.sources import (
+    ResolveWeights,
+    job_dataset,
+    registry_weights,
+    shipped_architecture,
+)
+from yolo_orch.runners.task_metrics import scores
+from yolo_orch.runners.trainers import (
+    MakeParallel,
+    data_parallel,
+    trainer_class,
+    ultralytics_device,
+)
 
 if TYPE_CHECKING:
-    import torch
-    from torch import nn
-    from ultralytics.models.yolo.detect import DetectionTrainer
+    from ultralytics.engine.trainer import BaseTrainer
 
-__all__ = [
-    "MakeParallel",
-    "YoloTrainingRunner",
-    "data_parallel",
-    "shipped_architecture",
-    "wrap_parallel",
-]
+__all__ = ["YoloTrainingRunner"]
 
 log = logging.getLogger(__name__)
 
-ResolveWeights = Callable[[str], ResolvedWeights]
 RegisterModel = Callable[[Path, str, str], JsonObject]
 """Registers `best.pt` under a name for the job with that id; returns the model's public view."""
-RunImages = Callable[["torch.Tensor"], Any]
-"""Runs the model on a batch of images and returns its predictions on the first lane."""
-MakeParallel = Callable[["nn.Module", tuple[str, ...]], RunImages]
-"""Given the model (on the first lane) and all the job's lanes, how to split a batch across them."""
 
 RUN_NAME = "train"
 ARTIFACTS = ("best.pt", "last.pt", "results.csv")
-DETECT_HEADS = frozenset({"Detect", "v10Detect"})
-"""Heads a `DetectionTrainer` trains; RT-DETR, World/YOLOE and other tasks need other trainers."""
-_METRIC_KEYS = {
-    "precision": "metrics/precision(B)",
-    "recall": "metrics/recall(B)",
-    "mAP50": "metrics/mAP50(B)",
-    "mAP50-95": "metrics/mAP50-95(B)",
-}
-_ARCHITECTURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.yaml")
-
-
-def data_parallel(model: nn.Module, lanes: tuple[str, ...]) -> RunImages:
-    """`nn.DataParallel` over the job's CUDA lanes, gathering on the first."""
-    import torch
-
-    ids = [_cuda_index(lane) for lane in lanes]
-    if None in ids:
-        raise InvalidJobInput(f"training on several lanes needs CUDA lanes, not {lanes!r}")
-    device_ids = [i for i in ids if i is not None]
-    parallel = torch.nn.DataParallel(model, device_ids=device_ids, output_device=device_ids[0])
-
-    def run(images: torch.Tensor) -> Any:
-        return parallel(images)
-
-    return run
-
-
-def wrap_parallel(model: nn.Module, run_images: RunImages) -> nn.Module:
-    """A model whose training forward runs only the images through `run_images` and computes the
-    loss once on the whole batch. The inner model is `module`, so ultralytics' `unwrap_model`, EMA
-    and checkpoints see through the wrapper."""
-    return _classes().parallel_model(model, run_images)
 
 
 class YoloTrainingRunner:
-    """Runs training jobs: `spec.dataset_path` (a checked data.yaml) on the job's lanes."""
+    """Runs training jobs: `spec.dataset_path` (a checked dataset) on the job's lanes."""
 
     def __init__(
         self,
@@ -123,8 +87,7 @@ class YoloTrainingRunner:
         make_parallel: MakeParallel = data_parallel,
         cpu_threads: int | None = None,
     ) -> None:
-        """`data_roots`: the dataset is checked again when the job starts (it may have changed
-        since submission: a `download` key added, a path pointed elsewhere)."""
+        """`data_roots`: the dataset is checked again when the job starts."""
         self._resolve_weights = resolve_weights
         self._register_model = register_model
         self._data_roots = tuple(data_roots)
@@ -135,9 +98,10 @@ class YoloTrainingRunner:
         import torch
 
         params = TrainingParams.from_job(ctx.job.params)
-        device = _ultralytics_device(ctx.devices)
+        device = ultralytics_device(ctx.devices)
         ctx.workdir.mkdir(parents=True, exist_ok=True)
-        data_yaml = self._write_dataset(ctx)
+        source, task = self._model_source(ctx)
+        data, _ = job_dataset(ctx, task, self._data_roots)
         run_dir = ctx.workdir / RUN_NAME
         last = run_dir / "weights" / "last.pt"
         tracker = _Tracker(ctx, ctx.workdir / METRICS_FILE)
@@ -146,57 +110,32 @@ class YoloTrainingRunner:
             if state == "finished":
                 tracker.load_history()
             else:
-                overrides = _overrides(params, data_yaml, device, ctx.workdir)
+                overrides = _overrides(params, task, data, device, ctx.workdir)
                 if state == "resumable":
                     overrides = _resume_overrides(overrides, last, run_dir)
                 else:
-                    overrides["model"] = self._model_source(ctx)
-                self._train(ctx, overrides, tracker)
+                    overrides["model"] = source
+                self._train(ctx, task, overrides, tracker)
         except torch.cuda.OutOfMemoryError as e:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             raise RuntimeError(f"CUDA out of memory: {e}") from e
         return self._finish(ctx, params, run_dir, tracker)
 
-    def _write_dataset(self, ctx: RunContext) -> Path:
-        """The checked dataset as ultralytics will see it: absolute paths, no other keys."""
-        import yaml
-
-        raw = ctx.job.spec.get("dataset_path")
-        if not isinstance(raw, str) or not os.path.isabs(raw):
-            raise InvalidJobInput(
-                "spec.dataset_path must be the absolute path of a checked data.yaml"
-            )
-        try:
-            dataset = load_dataset(Path(raw), self._data_roots)
-        except (InvalidJob, PathOutsideRoots) as e:
-            raise InvalidJobInput(e.message) from e
-        target = ctx.workdir / "data.yaml"
-        write_atomic(target, yaml.safe_dump(dataset.for_ultralytics(), sort_keys=False).encode())
-        return target
-
-    def _model_source(self, ctx: RunContext) -> str:
-        """A registry checkpoint to fine-tune, or a shipped architecture to train from scratch."""
+    def _model_source(self, ctx: RunContext) -> tuple[str, str]:
+        """A registry checkpoint to fine-tune, or a shipped architecture to train from scratch,
+        and its task."""
         if ctx.job.model_id is None:
-            return shipped_architecture(ctx.job.model)
-        weights = self._resolve_weights(ctx.job.model_id)
-        path = weights.path
-        if not path.is_file():  # ultralytics would go looking for a missing .pt online
-            raise FileNotFoundError(f"weights file {path} is missing")
-        actual = sha256_file(path)
-        if actual != weights.sha256:
-            raise ModelTampered(path, weights.sha256, actual)
-        task = inspect_checkpoint(path).task
-        if task != "detect":
-            raise InvalidJobInput(
-                f"model {ctx.job.model!r} is a {task!r} model; training needs detect"
-            )
-        return str(path)
+            return ctx.job.model, shipped_architecture(ctx.job.model)
+        path, task = registry_weights(self._resolve_weights, ctx)
+        return str(path), task
 
-    def _train(self, ctx: RunContext, overrides: dict[str, Any], tracker: _Tracker) -> None:
+    def _train(
+        self, ctx: RunContext, task: str, overrides: dict[str, Any], tracker: _Tracker
+    ) -> None:
         import torch
 
-        trainer = _classes().trainer(overrides=overrides)
+        trainer = trainer_class(task)(overrides=overrides)
         if len(ctx.devices) > 1:
             lanes = ctx.devices
             trainer.parallel = lambda model: self._make_parallel(model, lanes)
@@ -231,7 +170,7 @@ class YoloTrainingRunner:
                 names.append(name)
         output_name = params.output_name or f"train-{ctx.job.id[:8]}"
         model = self._register_model(artifacts / "best.pt", output_name, ctx.job.id)
-        final = tracker.final or (_scores(tracker.history[-1]) if tracker.history else {})
+        final = tracker.final or (_entry_scores(tracker.history[-1]) if tracker.history else {})
         epochs = tracker.history[-1]["epoch"] if tracker.history else 0
         return JobResult(
             summary={"model_id": model["id"], "epochs": epochs, "metrics": final},
@@ -275,14 +214,14 @@ class _Tracker:
         if self._ctx.should_cancel():
             raise JobCancelled(f"cancelled after {self._done} of {self._total} batches")
 
-    def on_train_start(self, trainer: DetectionTrainer) -> None:
+    def on_train_start(self, trainer: BaseTrainer) -> None:
         """A resumed run keeps what an earlier attempt recorded up to where it resumes."""
         if trainer.start_epoch:
             self.load_history(through_epoch=trainer.start_epoch)
         else:
             self.history = []
 
-    def on_train_epoch_start(self, trainer: DetectionTrainer) -> None:
+    def on_train_epoch_start(self, trainer: BaseTrainer) -> None:
         # Recomputed each epoch: ultralytics halves the batch (more batches) after an early OOM.
         batches = len(trainer.train_loader)
         self._done = trainer.epoch * batches
@@ -290,7 +229,7 @@ class _Tracker:
         self._in_epoch = True
         self._ctx.report_progress(Progress(self._done, self._total, "batches"))
 
-    def on_train_batch_end(self, trainer: DetectionTrainer) -> None:
+    def on_train_batch_end(self, trainer: BaseTrainer) -> None:
         self._done += 1
         batches = len(trainer.train_loader)
         loss: dict[str, Any] = trainer.tloss or {}
@@ -304,11 +243,11 @@ class _Tracker:
         self._ctx.report_progress(Progress(self._done, self._total, "batches", detail))
         self.check_cancel()
 
-    def on_fit_epoch_end(self, trainer: DetectionTrainer) -> None:
+    def on_fit_epoch_end(self, trainer: BaseTrainer) -> None:
         """After each epoch's validation, and once more after the final validation of best.pt."""
         metrics: dict[str, Any] = dict(trainer.metrics or {})
         if not self._in_epoch:
-            self.final = _scores(metrics)
+            self.final = scores(metrics)
             return
         self._in_epoch = False
         loss: dict[str, Any] = trainer.tloss or {}
@@ -320,19 +259,14 @@ class _Tracker:
                 for k, v in metrics.items()
                 if k.startswith("val/")
             },
-            **_scores(metrics),
+            **scores(metrics),
         }
         self.history.append(entry)
         write_atomic(self._path, json.dumps(self.history, indent=1).encode())
 
 
-def _scores(metrics: dict[str, Any]) -> JsonObject:
-    """Validation scores under stable names (from ultralytics keys or an epoch entry)."""
-    scores: JsonObject = {}
-    for name, key in _METRIC_KEYS.items():
-        value = metrics.get(key, metrics.get(name))
-        scores[name] = round(float(value), 5) if value is not None else None
-    return scores
+def _entry_scores(entry: JsonObject) -> JsonObject:
+    return {k: v for k, v in entry.items() if k not in ("epoch", "train_loss", "val_loss")}
 
 
 def _checkpoint_state(last: Path, epochs: int) -> str:
@@ -354,11 +288,11 @@ def _checkpoint_state(last: Path, epochs: int) -> str:
 
 
 def _overrides(
-    params: TrainingParams, data_yaml: Path, device: str, workdir: Path
+    params: TrainingParams, task: str, data: str, device: str, workdir: Path
 ) -> dict[str, Any]:
     return {
-        "data": str(data_yaml),
-        "task": "detect",
+        "data": data,
+        "task": task,
         "mode": "train",
         "epochs": params.epochs,
         "imgsz": params.imgsz,
@@ -388,83 +322,3 @@ def _resume_overrides(overrides: dict[str, Any], last: Path, run_dir: Path) -> d
     (the lanes, or the data folder, may differ after a restart)."""
     kept = {key: overrides[key] for key in ("data", "device", "workers")}
     return {**kept, "resume": str(last), "save_dir": str(run_dir)}
-
-
-def _ultralytics_device(lanes: tuple[str, ...]) -> str:
-    """The first lane as ultralytics wants it: `"cpu"` or a bare CUDA index."""
-    if not lanes:
-        raise InvalidJobInput("a training job needs at least one lane")
-    first = lanes[0]
-    if first == "cpu":
-        return "cpu"
-    index = _cuda_index(first)
-    if index is None:
-        raise InvalidJobInput(f"cannot train on lane {first!r}")
-    return str(index)
-
-
-def _cuda_index(lane: str) -> int | None:
-    prefix, _, index = lane.partition(":")
-    return int(index) if prefix == "cuda" and index.isdigit() else None
-
-
-def shipped_architecture(name: str) -> str:
-    """`name` if it is a detection config that ships with ultralytics (`yolo11n.yaml`)."""
-    from ultralytics.nn.tasks import yaml_model_load
-    from ultralytics.utils import ROOT
-
-    if not _ARCHITECTURE.fullmatch(name):
-        raise InvalidJobInput(
-            f"model {name!r} is neither a registry model nor a shipped config name"
-        )
-    # ultralytics drops the scale letter to find the file: yolo11n.yaml -> yolo11.yaml
-    unified = re.sub(r"(\d+)([nslmx])(.+)?$", r"\1\3", name.removesuffix(".yaml")) + ".yaml"
-    if not any((Path(ROOT) / "cfg" / "models").rglob(unified)):
-        raise InvalidJobInput(f"{name!r} is not a model config shipped with ultralytics")
-    config: dict[str, Any] = yaml_model_load(name)  # type: ignore[no-untyped-call]
-    head = config.get("head") or [[None, None, None]]
-    if head[-1][2] not in DETECT_HEADS:
-        raise InvalidJobInput(f"{name!r} is not a detection model ({head[-1][2]} head)")
-    return name
-
-
-@dataclass(frozen=True)
-class _Classes:
-    parallel_model: Callable[[nn.Module, RunImages], nn.Module]
-    trainer: Callable[..., Any]
-
-
-@functools.cache
-def _classes() -> _Classes:
-    """Classes built on torch and ultralytics, defined on first use so importing this module
-    stays cheap (and ultralytics is configured before its first import)."""
-    from torch import nn
-    from ultralytics.models.yolo.detect import DetectionTrainer
-
-    class ParallelModel(nn.Module):
-        def __init__(self, module: nn.Module, run_images: RunImages) -> None:
-            super().__init__()
-            self.module = module
-            self.run_images = run_images  # a plain callable, not a registered submodule
-
-        def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(x, dict):  # a training batch: split the images only
-                return self.module.loss(x, self.run_images(x["img"]))  # type: ignore[operator]
-            return self.module(x, *args, **kwargs)
-
-    class Trainer(DetectionTrainer):
-        parallel: Callable[[nn.Module], RunImages] | None = None
-
-        def _setup_train(self) -> None:
-            super()._setup_train()  # type: ignore[no-untyped-call]
-            if self.parallel is not None:
-                model: Any = self.model  # ultralytics types it as the path it was built from
-                self.model = ParallelModel(model, self.parallel(model))  # type: ignore[assignment]
-
-        def get_dataloader(self, *args: Any, **kwargs: Any) -> Any:
-            loader = super().get_dataloader(*args, **kwargs)
-            if loader.num_workers > 0:  # never fork this multi-threaded process
-                loader.multiprocessing_context = "forkserver"
-            return loader
-
-    return _Classes(parallel_model=ParallelModel, trainer=Trainer)

@@ -12,7 +12,9 @@ from yolo_orch.errors import InvalidJobInput
 from yolo_orch.models import ModelRegistry, model_view
 from yolo_orch.runners.base import RunContext, Runner
 from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.runners.training import YoloTrainingRunner, shipped_architecture
+from yolo_orch.runners.sources import shipped_architecture
+from yolo_orch.runners.training import YoloTrainingRunner
+from yolo_orch.runners.validation import YoloValidationRunner
 from yolo_orch.runners.yolo_env import configure_ultralytics
 from yolo_orch.weights import ModelTampered, ResolvedWeights
 
@@ -53,24 +55,33 @@ class UltralyticsRuntime:
             data_roots=data_roots,
             cpu_threads=cpu_threads,
         )
+        self.validation = YoloValidationRunner(
+            self._resolve_weights, data_roots=data_roots, cpu_threads=cpu_threads
+        )
 
     def lanes(self) -> list[str]:
         return detect_lanes()
 
     def runner(self, kind: JobKind) -> Runner:
-        runner = self.training if kind is JobKind.TRAINING else self.inference
-        return _MarksTamperedModels(runner, self._registry)
+        runners: dict[JobKind, Runner] = {
+            JobKind.TRAINING: self.training,
+            JobKind.VALIDATION: self.validation,
+        }
+        return _MarksTamperedModels(runners.get(kind, self.inference), self._registry)
 
     def provides(self, model: str, kind: JobKind) -> bool:
         """Training may start from a shipped architecture (`yolo11n.yaml`); every other model
         comes from the registry."""
-        if kind is not JobKind.TRAINING or not model.endswith(".yaml"):
-            return False
+        return kind is JobKind.TRAINING and self.model_task(model) is not None
+
+    def model_task(self, model: str) -> str | None:
+        """The task of a shipped architecture's head; None for anything else."""
+        if not model.endswith(".yaml"):
+            return None
         try:
-            shipped_architecture(model)
+            return shipped_architecture(model)
         except InvalidJobInput:
-            return False
-        return True
+            return None
 
     def cached_models(self, lane: str) -> list[str]:
         return self.inference.cached_models(lane)

@@ -1,0 +1,16 @@
+"""Validation job parameters."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from yolo_orch.params.common import SimulatedParams
+
+
+class ValidationParams(SimulatedParams):
+    imgsz: int = Field(default=640, ge=32, le=4096, description="Validation image size.")
+    batch: int = Field(default=16, ge=1, le=1024, description="Images per batch.")
+    conf: float = Field(
+        default=0.001, ge=0, le=1, description="Confidence threshold (low, as mAP needs)."
+    )
+    iou: float = Field(default=0.7, ge=0, le=1, description="NMS IoU threshold.")
