@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
+import anyio
 import anyio.to_thread
 from fastapi import FastAPI
 
@@ -25,6 +26,7 @@ from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents, PublishingJobStore
 from yolo_orch.executor import ThreadExecutor
+from yolo_orch.inputs import InputLimits
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
 from yolo_orch.logs import install_job_logs, remove_job_logs
@@ -97,7 +99,11 @@ async def _start(
     events = JobEvents()
     store = PublishingJobStore(durable_store, events)
     inspect = functools.partial(_inspect, settings.data_dir / "ultralytics")
-    models = ModelRegistry(model_store, settings.models_dir, settings.model_roots, inspect)
+    # Request-time file work gets its own threads: not the jobs', not anyio's default pool.
+    file_limiter = anyio.CapacityLimiter(settings.request_file_threads)
+    models = ModelRegistry(
+        model_store, settings.models_dir, settings.model_roots, inspect, file_limiter=file_limiter
+    )
 
     if runtime is None:
         runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
@@ -125,7 +131,12 @@ async def _start(
         total_slots=lanes.total_slots,
         max_queued=settings.max_queued,
         data_roots=settings.data_roots,
-        max_files_per_job=settings.max_files_per_job,
+        input_limits=InputLimits(
+            max_files=settings.max_files_per_job,
+            max_walk_entries=settings.max_walk_entries,
+            walk_timeout_s=settings.input_walk_timeout_s,
+        ),
+        file_limiter=file_limiter,
     )
     await dispatcher.recover()
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
@@ -161,6 +172,7 @@ async def _start(
         telemetry=telemetry,
         jobs=service,
         migrations_at_head=migrations_at_head,
+        file_limiter=file_limiter,
     )
 
 

@@ -30,6 +30,7 @@ import yaml
 
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
 from yolo_orch.inputs import check_relative
+from yolo_orch.paths import client_path_errors, real_path
 
 __all__ = ["Dataset", "check_dataset", "load_dataset"]
 
@@ -68,12 +69,14 @@ def check_dataset(relative: str, data_roots: Sequence[Path]) -> Path:
     roots = _real_roots(data_roots)
     for root in roots:
         candidate = root / relative
-        if os.path.lexists(candidate):
+        with client_path_errors(relative):
+            if not _lexists(candidate):
+                continue
             real = _contained(candidate, roots, relative)
             if not real.is_file():
                 raise InvalidJob(f"{relative!r} is not a file", code="dataset_not_found")
-            load_dataset(real, data_roots)
-            return real
+        load_dataset(real, data_roots)
+        return real
     raise InvalidJob(f"{relative!r} is not under the data roots", code="dataset_not_found")
 
 
@@ -126,8 +129,16 @@ def _real_roots(data_roots: Sequence[Path]) -> list[Path]:
     return [Path(os.path.realpath(root)) for root in data_roots]
 
 
+def _lexists(path: Path) -> bool:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _contained(path: Path, roots: Sequence[Path], shown: str) -> Path:
-    real = Path(os.path.realpath(path))
+    real = Path(real_path(path, shown))
     if not any(real.is_relative_to(root) for root in roots):
         raise PathOutsideRoots(shown, "it leads outside the data roots")
     return real
@@ -158,9 +169,10 @@ def _dataset_root(value: object, yaml_path: Path, roots: Sequence[Path]) -> Path
         return yaml_path.parent
     if not isinstance(value, str) or not value:
         raise InvalidJob("path must be a folder name", code="invalid_dataset")
-    root = _contained(yaml_path.parent / value, roots, value)  # an absolute `value` replaces it
-    if not root.is_dir():
-        raise InvalidJob(f"path {value!r} is not a folder", code="dataset_not_found")
+    with client_path_errors(value):
+        root = _contained(yaml_path.parent / value, roots, value)  # an absolute value replaces it
+        if not root.is_dir():
+            raise InvalidJob(f"path {value!r} is not a folder", code="dataset_not_found")
     return root
 
 
@@ -173,11 +185,12 @@ def _entries(value: object, split: str) -> list[str]:
 
 
 def _split_path(entry: str, split: str, root: Path, roots: Sequence[Path]) -> Path:
-    real = _contained(root / entry, roots, entry)
-    if real.is_dir():
-        return real
-    if not real.is_file():
-        raise InvalidJob(f"{split} entry {entry!r} does not exist", code="dataset_not_found")
+    with client_path_errors(entry):
+        real = _contained(root / entry, roots, entry)
+        if real.is_dir():
+            return real
+        if not real.is_file():
+            raise InvalidJob(f"{split} entry {entry!r} does not exist", code="dataset_not_found")
     _check_image_list(real, entry, roots)
     return real
 

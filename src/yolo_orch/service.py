@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import fmean
 
+import anyio
 import anyio.to_thread
 
 from yolo_orch.clock import utcnow
@@ -27,7 +28,7 @@ from yolo_orch.errors import (
     ResultNotReady,
     ShuttingDown,
 )
-from yolo_orch.inputs import resolve_inputs
+from yolo_orch.inputs import InputLimits, resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
@@ -49,8 +50,12 @@ class JobService:
         total_slots: int,
         max_queued: int,
         data_roots: Sequence[Path],
-        max_files_per_job: int,
+        input_limits: InputLimits,
+        file_limiter: anyio.CapacityLimiter,
     ) -> None:
+        """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
+        checking datasets, reading results): apart from the job runners' threads and from
+        anyio's default pool, so neither can starve the other."""
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -60,7 +65,8 @@ class JobService:
         self._total_slots = total_slots
         self._max_queued = max_queued
         self._data_roots = list(data_roots)
-        self._max_files = max_files_per_job
+        self._input_limits = input_limits
+        self._file_limiter = file_limiter
         self.draining = False
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -91,7 +97,9 @@ class JobService:
     async def _with_model_and_files(self, new: NewJob) -> NewJob:
         """Refuse at once what could only fail later: a model this host does not have, inputs
         or a dataset that are not readable files under the data roots."""
-        if await anyio.to_thread.run_sync(self._runtime.provides, new.model, new.kind):
+        if await anyio.to_thread.run_sync(
+            self._runtime.provides, new.model, new.kind, limiter=self._file_limiter
+        ):
             model_id = None  # `sim`, or a shipped architecture to train from scratch
         else:
             model = await self._models.get(new.model)
@@ -103,14 +111,18 @@ class JobService:
             spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
         elif new.kind is JobKind.INFERENCE and "files" not in spec:
             paths = await anyio.to_thread.run_sync(
-                resolve_inputs, spec["inputs"], self._data_roots, self._max_files
+                resolve_inputs,
+                spec["inputs"],
+                self._data_roots,
+                self._input_limits,
+                limiter=self._file_limiter,
             )
             spec["files"] = [
                 {"path": str(path), "name": _display_name(path, self._data_roots)} for path in paths
             ]
         elif new.kind is JobKind.TRAINING:
             dataset = await anyio.to_thread.run_sync(
-                check_dataset, spec["dataset"], self._data_roots
+                check_dataset, spec["dataset"], self._data_roots, limiter=self._file_limiter
             )
             spec["dataset_path"] = str(dataset)
             await self._check_output_name(spec["params"].get("output_name"))
@@ -145,23 +157,33 @@ class JobService:
         job = await self._store.get(job_id)
         if job.state is not JobState.SUCCEEDED:
             raise ResultNotReady(job_id, job.state)
-        return await anyio.to_thread.run_sync(self._files.read_result, job_id)
+        return await anyio.to_thread.run_sync(
+            self._files.read_result, job_id, limiter=self._file_limiter
+        )
 
     async def training_metrics(self, job_id: str) -> bytes:
         await self._store.get(job_id)
-        return await anyio.to_thread.run_sync(self._files.read_metrics, job_id)
+        return await anyio.to_thread.run_sync(
+            self._files.read_metrics, job_id, limiter=self._file_limiter
+        )
 
     async def log_text(self, job_id: str) -> bytes:
         await self._store.get(job_id)
-        return await anyio.to_thread.run_sync(self._files.read_log, job_id)
+        return await anyio.to_thread.run_sync(
+            self._files.read_log, job_id, limiter=self._file_limiter
+        )
 
     async def artifacts(self, job_id: str) -> list[tuple[str, int]]:
         await self._store.get(job_id)  # unknown job: 404, not an empty list
-        return await anyio.to_thread.run_sync(self._files.artifacts, job_id)
+        return await anyio.to_thread.run_sync(
+            self._files.artifacts, job_id, limiter=self._file_limiter
+        )
 
     async def artifact(self, job_id: str, name: str) -> Path:
         await self._store.get(job_id)
-        path = await anyio.to_thread.run_sync(self._files.artifact_path, job_id, name)
+        path = await anyio.to_thread.run_sync(
+            self._files.artifact_path, job_id, name, limiter=self._file_limiter
+        )
         if path is None:
             raise ArtifactNotFound(job_id, name)
         return path

@@ -168,7 +168,9 @@ async def submit_inference_upload(
             raise RequestValidationError(exc.errors()) from None
         new = body.to_new_job(services.settings.max_attempts, idempotency_key)
         uploads = [(image.filename or "", image.file) for image in images]
-        files, digests = await anyio.to_thread.run_sync(services.files.save_inputs, new.id, uploads)
+        files, digests = await anyio.to_thread.run_sync(
+            services.files.save_inputs, new.id, uploads, limiter=services.file_limiter
+        )
     finally:
         await form.close()
     fingerprint = hashlib.sha256(f"{new.request_fingerprint}:{','.join(digests)}".encode())
@@ -180,10 +182,10 @@ async def submit_inference_upload(
     try:
         job, created = await _submit(services, new)
     except BaseException:
-        await anyio.to_thread.run_sync(services.files.remove, new.id)
+        await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
         raise
     if not created:  # an earlier request with this key made the job, with its own copies
-        await anyio.to_thread.run_sync(services.files.remove, new.id)
+        await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
     return _accepted(job, created, response)
 
 

@@ -41,7 +41,10 @@ class UltralyticsRuntime:
         configure_ultralytics(config_dir)  # before anything imports ultralytics
         self._registry = registry
         self.inference = YoloInferenceRunner(
-            self._resolve_weights, model_cache_size, cpu_threads=cpu_threads
+            self._resolve_weights,
+            model_cache_size,
+            cpu_threads=cpu_threads,
+            data_roots=data_roots,
         )
         self.training = YoloTrainingRunner(
             self._resolve_weights,
