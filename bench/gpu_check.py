@@ -116,7 +116,7 @@ def predict(
     from yolo_orch.weights import ResolvedWeights, sha256_file
 
     weights = ResolvedWeights(model, sha256_file(model))
-    runner = YoloInferenceRunner(fixed_resolver({"trained": weights}))
+    runner = YoloInferenceRunner(fixed_resolver({"trained": weights}), data_roots=[base])
     speeds = []
     for attempt in ("cold", "warm"):
         ctx = RecordingContext().context(

@@ -37,7 +37,10 @@ def test_an_input_over_the_limit_is_an_error_entry_and_is_not_decoded(
     photo = make_images(tmp_path / "images", 1)[0]
     bomb = png_bomb(tmp_path / "bomb.png", 30_000, 30_000)
     runner = YoloInferenceRunner(
-        fixed_resolver({"tiny": weights}), model_cache_size=1, max_image_pixels=50_000_000
+        fixed_resolver({"tiny": weights}),
+        model_cache_size=1,
+        max_image_pixels=50_000_000,
+        data_roots=[tmp_path],
     )
     context = RecordingContext().context(tmp_path / "job", [photo], imgsz=IMGSZ)
     runner.run(context)  # the model loaded and warmed up: what stays is not counted below
@@ -57,7 +60,9 @@ def test_an_input_over_the_limit_is_an_error_entry_and_is_not_decoded(
 
 def test_a_small_limit_refuses_an_ordinary_photo(weights: ResolvedWeights, tmp_path: Path) -> None:
     photo = make_images(tmp_path / "images", 1)[0]
-    runner = YoloInferenceRunner(fixed_resolver({"tiny": weights}), max_image_pixels=100)
+    runner = YoloInferenceRunner(
+        fixed_resolver({"tiny": weights}), max_image_pixels=100, data_roots=[tmp_path]
+    )
 
     result = runner.run(RecordingContext().context(tmp_path / "job", [photo], imgsz=IMGSZ))
 

@@ -67,7 +67,9 @@ from yolo_orch.weights import ResolvedWeights, inspect_checkpoint, sha256_file
 # A non-ASCII class name makes ultralytics draw labels with PIL and look for its Arial font.
 path = build_checkpoint(base / "tiny.pt", class_names=("rød", "grün"))
 info = inspect_checkpoint(path)
-runner = YoloInferenceRunner(fixed_resolver({"tiny": ResolvedWeights(path, sha256_file(path))}))
+runner = YoloInferenceRunner(
+    fixed_resolver({"tiny": ResolvedWeights(path, sha256_file(path))}), data_roots=[base]
+)
 inputs = [*make_images(base / "images", 2), write_corrupt(base / "images" / "broken.jpg")]
 ctx = RecordingContext().context(base / "job", inputs, imgsz=128, save_annotated=True)
 result = runner.run(ctx)

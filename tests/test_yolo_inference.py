@@ -39,8 +39,14 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 @pytest.fixture
-def runner(weights: ResolvedWeights) -> YoloInferenceRunner:
-    return YoloInferenceRunner(fixed_resolver({"tiny": weights}), model_cache_size=2)
+def runner(
+    weights: ResolvedWeights, tmp_path_factory: pytest.TempPathFactory
+) -> YoloInferenceRunner:
+    return YoloInferenceRunner(
+        fixed_resolver({"tiny": weights}),
+        model_cache_size=2,
+        data_roots=[tmp_path_factory.getbasetemp()],
+    )
 
 
 def test_runs_images_reports_progress_and_isolates_a_corrupt_file(
@@ -168,7 +174,9 @@ def test_the_cache_is_bounded_and_least_recently_used_goes_first(
 ) -> None:
     other_path = build_checkpoint(tmp_path / "other.pt", class_names=("cat",))
     other = ResolvedWeights(other_path, sha256_file(other_path))
-    runner = YoloInferenceRunner(fixed_resolver({"a": weights, "b": other}), model_cache_size=1)
+    runner = YoloInferenceRunner(
+        fixed_resolver({"a": weights, "b": other}), model_cache_size=1, data_roots=[tmp_path.parent]
+    )
 
     for model in ("a", "b", "a"):
         ctx = RecordingContext().context(tmp_path, images[:1], model=model, imgsz=IMGSZ)
@@ -183,7 +191,9 @@ def test_a_changed_weights_file_is_refused(images: list[Path], tmp_path: Path) -
     expected = sha256_file(path)
     with path.open("ab") as f:
         f.write(b"\0")
-    runner = YoloInferenceRunner(fixed_resolver({"m": ResolvedWeights(path, expected)}))
+    runner = YoloInferenceRunner(
+        fixed_resolver({"m": ResolvedWeights(path, expected)}), data_roots=[tmp_path.parent]
+    )
 
     with pytest.raises(ModelTampered) as caught:
         runner.run(RecordingContext().context(tmp_path, images[:1], model="m", imgsz=IMGSZ))
@@ -277,7 +287,8 @@ def test_a_model_copied_elsewhere_with_the_same_content_is_the_same_cache_entry(
     copy = tmp_path / "copy.pt"
     shutil.copyfile(weights.path, copy)
     runner_two_refs = YoloInferenceRunner(
-        fixed_resolver({"a": weights, "b": ResolvedWeights(copy, weights.sha256)})
+        fixed_resolver({"a": weights, "b": ResolvedWeights(copy, weights.sha256)}),
+        data_roots=[tmp_path.parent],
     )
 
     for model in ("a", "b"):
@@ -449,7 +460,7 @@ def test_cache_hits_are_counted_under_the_runner_wide_lock(
 ) -> None:
     # The race itself (two lanes incrementing at once) cannot be made deterministic: this
     # checks the mechanism, that every increment holds the lock the other lanes take too.
-    runner = _CountersUnderTheRunnerLock(fixed_resolver({}), model_cache_size=2)
+    runner = _CountersUnderTheRunnerLock(fixed_resolver({}), model_cache_size=2, data_roots=[])
     monkeypatch.setattr(runner, "_load", lambda device, weights, params: object())
     weights = ResolvedWeights(Path("/nonexistent/model.pt"), "0" * 64)
     params = InferenceParams()

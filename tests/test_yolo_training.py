@@ -128,7 +128,7 @@ def test_trains_registers_a_usable_model_and_reports_metrics(
 
     weights = ResolvedWeights(kept, sha256_file(kept))
     images = make_images(tmp_path / "images", 2)
-    inference = YoloInferenceRunner(fixed_resolver({"tiny": weights}))
+    inference = YoloInferenceRunner(fixed_resolver({"tiny": weights}), data_roots=[tmp_path])
     predicted = inference.run(RecordingContext().context(tmp_path / "infer", images, imgsz=64))
     assert predicted.summary["images"] == 2
     assert predicted.summary["failed_images"] == 0

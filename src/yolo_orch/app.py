@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
+import anyio
 import anyio.to_thread
 from fastapi import FastAPI
 
@@ -28,6 +29,7 @@ from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents, PublishingJobStore
 from yolo_orch.executor import ThreadExecutor
 from yolo_orch.images import limit_decoders
+from yolo_orch.inputs import InputLimits
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
 from yolo_orch.logs import install_job_logs, remove_job_logs
@@ -109,8 +111,15 @@ async def _start(
     store = PublishingJobStore(durable_store, events)
     inspect = functools.partial(_inspect, settings.data_dir / "ultralytics")
     class_name_limits = ClassNameLimits(settings.max_class_names, settings.max_class_names_bytes)
+    # Request-time file work gets its own threads: not the jobs', not anyio's default pool.
+    file_limiter = anyio.CapacityLimiter(settings.request_file_threads)
     models = ModelRegistry(
-        model_store, settings.models_dir, settings.model_roots, inspect, class_name_limits
+        model_store,
+        settings.models_dir,
+        settings.model_roots,
+        inspect,
+        class_name_limits,
+        file_limiter=file_limiter,
     )
     limit_decoders(settings.max_image_pixels)
 
@@ -140,8 +149,13 @@ async def _start(
         total_slots=lanes.total_slots,
         max_queued=settings.max_queued,
         data_roots=settings.data_roots,
-        max_files_per_job=settings.max_files_per_job,
+        input_limits=InputLimits(
+            max_files=settings.max_files_per_job,
+            max_walk_entries=settings.max_walk_entries,
+            walk_timeout_s=settings.input_walk_timeout_s,
+        ),
         class_name_limits=class_name_limits,
+        file_limiter=file_limiter,
     )
     await dispatcher.recover()
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
@@ -177,6 +191,7 @@ async def _start(
         telemetry=telemetry,
         jobs=service,
         migrations_at_head=migrations_at_head,
+        file_limiter=file_limiter,
     )
 
 

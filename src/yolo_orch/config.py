@@ -95,6 +95,24 @@ class Settings(BaseSettings):
         "the runners' default. CUDA lanes use 1.",
     )
     max_files_per_job: int = Field(default=1000, ge=1, description="Images one job may name.")
+    max_walk_entries: int = Field(
+        default=100_000,
+        ge=1,
+        description="Directory entries resolving one submission's inputs may visit "
+        "(422 input_walk_too_large beyond).",
+    )
+    input_walk_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds resolving one submission's inputs may take "
+        "(422 input_walk_too_large beyond).",
+    )
+    request_file_threads: int = Field(
+        default=16,
+        ge=1,
+        description="Threads for the file work of requests (inputs, datasets, imports, "
+        "uploads, results), apart from the jobs' threads.",
+    )
     max_request_bytes: int = Field(
         default=1 << 20, ge=1024, description="Largest JSON request body (413 beyond)."
     )

@@ -37,6 +37,7 @@ from yolo_orch import safe_yaml
 from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
 from yolo_orch.inputs import check_relative
+from yolo_orch.paths import client_path_errors, real_path
 
 __all__ = ["Dataset", "check_dataset", "load_dataset"]
 
@@ -79,15 +80,17 @@ def check_dataset(
     Blocking (it reads files): call it from a worker thread.
     """
     check_relative(relative)
-    roots = _real_roots(data_roots)
+    roots = real_roots(data_roots)
     for root in roots:
         candidate = root / relative
-        if os.path.lexists(candidate):
-            real = _contained(candidate, roots, relative)
+        with client_path_errors(relative):
+            if not lexists(candidate):
+                continue
+            real = contained(candidate, roots, relative)
             if not real.is_file():
                 raise InvalidJob(f"{relative!r} is not a file", code="dataset_not_found")
-            load_dataset(real, data_roots, limits)
-            return real
+        load_dataset(real, data_roots, limits)
+        return real
     raise InvalidJob(f"{relative!r} is not under the data roots", code="dataset_not_found")
 
 
@@ -95,8 +98,8 @@ def load_dataset(
     yaml_path: Path, data_roots: Sequence[Path], limits: ClassNameLimits = DEFAULT_CLASS_NAME_LIMITS
 ) -> Dataset:
     """Parse and check a data.yaml at a real path (again at run time: the file may have changed)."""
-    roots = _real_roots(data_roots)
-    real = _contained(yaml_path, roots, str(yaml_path))
+    roots = real_roots(data_roots)
+    real = contained(yaml_path, roots, str(yaml_path))
     if real.suffix.lower() not in {".yaml", ".yml"}:
         raise InvalidJob(f"{real.name} must be a .yaml or .yml file", code="invalid_dataset")
     try:
@@ -207,14 +210,22 @@ def _keypoint_keys(data: dict[Any, Any], file: str) -> dict[str, Any]:
     return keys
 
 
-def _real_roots(data_roots: Sequence[Path]) -> list[Path]:
+def real_roots(data_roots: Sequence[Path]) -> list[Path]:
     if not data_roots:
         raise InvalidJob("this server has no data_roots configured", code="no_data_roots")
     return [Path(os.path.realpath(root)) for root in data_roots]
 
 
-def _contained(path: Path, roots: Sequence[Path], shown: str) -> Path:
-    real = Path(os.path.realpath(path))
+def lexists(path: Path) -> bool:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def contained(path: Path, roots: Sequence[Path], shown: str) -> Path:
+    real = Path(real_path(path, shown))
     if not any(real.is_relative_to(root) for root in roots):
         raise PathOutsideRoots(shown, "it leads outside the data roots")
     return real
@@ -244,9 +255,10 @@ def _dataset_root(value: object, yaml_path: Path, roots: Sequence[Path]) -> Path
         return yaml_path.parent
     if not isinstance(value, str) or not value:
         raise InvalidJob("path must be a folder name", code="invalid_dataset")
-    root = _contained(yaml_path.parent / value, roots, value)  # an absolute `value` replaces it
-    if not root.is_dir():
-        raise InvalidJob(f"path {value!r} is not a folder", code="dataset_not_found")
+    with client_path_errors(value):
+        root = contained(yaml_path.parent / value, roots, value)  # an absolute value replaces it
+        if not root.is_dir():
+            raise InvalidJob(f"path {value!r} is not a folder", code="dataset_not_found")
     return root
 
 
@@ -259,11 +271,12 @@ def _entries(value: object, split: str) -> list[str]:
 
 
 def _split_path(entry: str, split: str, root: Path, roots: Sequence[Path]) -> Path:
-    real = _contained(root / entry, roots, entry)
-    if real.is_dir():
-        return real
-    if not real.is_file():
-        raise InvalidJob(f"{split} entry {entry!r} does not exist", code="dataset_not_found")
+    with client_path_errors(entry):
+        real = contained(root / entry, roots, entry)
+        if real.is_dir():
+            return real
+        if not real.is_file():
+            raise InvalidJob(f"{split} entry {entry!r} does not exist", code="dataset_not_found")
     _check_image_list(real, entry, roots)
     return real
 
@@ -286,6 +299,6 @@ def _check_image_list(list_file: Path, shown: str, roots: Sequence[Path]) -> Non
                         f"{shown} line {number}: image paths must be absolute or start with './'",
                         code="invalid_dataset",
                     )
-                _contained(image, roots, f"{shown} line {number}")
+                contained(image, roots, f"{shown} line {number}")
     except (OSError, UnicodeDecodeError) as e:
         raise InvalidJob(f"{shown} is not a readable image list: {e}", "invalid_dataset") from e

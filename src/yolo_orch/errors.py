@@ -84,12 +84,43 @@ class InvalidJob(YoloOrchError):
         self.code = code
 
 
+SHOWN_PATH_CHARS = 200
+"""How much of a client's path an error message repeats."""
+
+
+def shown_path(path: str) -> str:
+    """`path` as an error message quotes it: at most SHOWN_PATH_CHARS characters, repr-quoted."""
+    if len(path) <= SHOWN_PATH_CHARS:
+        return repr(path)
+    return f"{path[:SHOWN_PATH_CHARS]!r}... ({len(path)} characters)"
+
+
 class PathOutsideRoots(YoloOrchError):
     code = "path_outside_roots"
 
     def __init__(self, path: str, why: str) -> None:
-        super().__init__(f"{path!r} is refused: {why}")
+        super().__init__(f"{shown_path(path)} is refused: {why}")
         self.path = path
+
+
+class InvalidPath(YoloOrchError):
+    """A client-named path the file system refuses: too long, a symlink loop, a file where a
+    folder should be, no permission. `code` says which."""
+
+    def __init__(self, path: str, why: str, code: str = "invalid_path") -> None:
+        super().__init__(f"{shown_path(path)} cannot be used: {why}")
+        self.path = path
+        self.code = code
+
+
+class InputWalkTooLarge(YoloOrchError):
+    """Expanding a glob visited more entries, or took longer, than a submission may."""
+
+    code = "input_walk_too_large"
+
+    def __init__(self, pattern: str, why: str) -> None:
+        super().__init__(f"expanding {shown_path(pattern)} was stopped: {why}")
+        self.pattern = pattern
 
 
 class BodyTooLarge(YoloOrchError):

@@ -14,11 +14,13 @@ import asyncio
 import dataclasses
 import hashlib
 import os
+import stat
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+import anyio
 import anyio.to_thread
 
 from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
@@ -29,9 +31,9 @@ from yolo_orch.errors import (
     InvalidJob,
     InvalidWeights,
     ModelUnusable,
-    PathOutsideRoots,
 )
 from yolo_orch.inputs import check_relative
+from yolo_orch.paths import client_path_errors, contained
 from yolo_orch.store.base import ModelStore
 from yolo_orch.weights import CheckpointInfo, ResolvedWeights
 
@@ -48,12 +50,18 @@ class ModelRegistry:
         model_roots: Sequence[Path],
         inspect: Inspect,
         class_name_limits: ClassNameLimits = DEFAULT_CLASS_NAME_LIMITS,
+        *,
+        file_limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
+        """`file_limiter`: the threads for the file work of requests (imports, deletes); None:
+        anyio's default pool. A training job's own import (`register_file`) uses the default
+        pool, so a busy API never holds up the end of a job."""
         self._store = store
         self._dir = models_dir
         self._roots = [Path(os.path.realpath(root)) for root in model_roots]
         self._inspect = inspect
         self._class_name_limits = class_name_limits
+        self._limiter = file_limiter
         self._files_lock = asyncio.Lock()
         """Held while a model file is put in place or removed together with its registration."""
 
@@ -71,21 +79,27 @@ class ModelRegistry:
                     if size > max_bytes:
                         raise BodyTooLarge(max_bytes, "the upload")
                     digest.update(chunk)
-                    await anyio.to_thread.run_sync(file.write, chunk)
-                await anyio.to_thread.run_sync(_flush_and_sync, file)
-            return await self._register(staged, digest.hexdigest(), size, name, source)
+                    await anyio.to_thread.run_sync(file.write, chunk, limiter=self._limiter)
+                await anyio.to_thread.run_sync(_flush_and_sync, file, limiter=self._limiter)
+            return await self._register(
+                staged, digest.hexdigest(), size, name, source, self._limiter
+            )
         finally:
             staged.unlink(missing_ok=True)
 
     async def import_path(self, relative: str, *, name: str | None) -> tuple[Model, bool]:
         """Import a file under one of the `model_roots`, named relative to that root."""
         check_relative(relative)
-        source = await anyio.to_thread.run_sync(self._find_in_roots, relative)
+        source = await anyio.to_thread.run_sync(
+            self._find_in_roots, relative, limiter=self._limiter
+        )
         staged = self._staging_path()
         try:
-            sha256, size = await anyio.to_thread.run_sync(_copy_hashing, source, staged)
+            sha256, size = await anyio.to_thread.run_sync(
+                _copy_hashing, source, staged, limiter=self._limiter
+            )
             name = name or model_name_from_file(relative)
-            return await self._register(staged, sha256, size, name, f"path:{source}")
+            return await self._register(staged, sha256, size, name, f"path:{source}", self._limiter)
         finally:
             staged.unlink(missing_ok=True)
 
@@ -94,7 +108,7 @@ class ModelRegistry:
         staged = self._staging_path()
         try:
             sha256, size = await anyio.to_thread.run_sync(_copy_hashing, path, staged)
-            model, _ = await self._register(staged, sha256, size, name, source)
+            model, _ = await self._register(staged, sha256, size, name, source, None)
             return model
         finally:
             staged.unlink(missing_ok=True)
@@ -109,7 +123,9 @@ class ModelRegistry:
         async with self._files_lock:
             model = await self._store.delete(ref)
             if not await self._has_sha256(model.sha256):
-                await anyio.to_thread.run_sync(self.path_of(model).unlink, True)
+                await anyio.to_thread.run_sync(
+                    self.path_of(model).unlink, True, limiter=self._limiter
+                )
         return model
 
     async def resolve(self, ref: str) -> ResolvedWeights:
@@ -126,11 +142,17 @@ class ModelRegistry:
         return self._dir / model.file_name
 
     async def _register(
-        self, staged: Path, sha256: str, size: int, name: str, source: str
+        self,
+        staged: Path,
+        sha256: str,
+        size: int,
+        name: str,
+        source: str,
+        limiter: anyio.CapacityLimiter | None,
     ) -> tuple[Model, bool]:
         # Safe load: a pickle payload is refused here, and no code in the file ever runs.
         try:
-            info = await anyio.to_thread.run_sync(self._inspect, staged)
+            info = await anyio.to_thread.run_sync(self._inspect, staged, limiter=limiter)
         except InvalidWeights as exc:  # say it in the client's terms, not the server's paths
             reason = exc.reason.replace(str(staged), name).replace(staged.name, name)
             raise InvalidWeights(Path(name), reason) from None
@@ -146,7 +168,9 @@ class ModelRegistry:
             file_name=file_name,
         )
         async with self._files_lock:
-            await anyio.to_thread.run_sync(os.replace, staged, self._dir / file_name)
+            await anyio.to_thread.run_sync(
+                os.replace, staged, self._dir / file_name, limiter=limiter
+            )
             try:
                 return await self._store.add(new, utcnow())
             except Exception:
@@ -154,7 +178,9 @@ class ModelRegistry:
                 # bytes: one that does (registered before, the add failing for another reason)
                 # still needs it.
                 if not await self._has_sha256(sha256):
-                    await anyio.to_thread.run_sync((self._dir / file_name).unlink, True)
+                    await anyio.to_thread.run_sync(
+                        (self._dir / file_name).unlink, True, limiter=limiter
+                    )
                 raise
 
     async def _has_sha256(self, sha256: str) -> bool:
@@ -169,11 +195,13 @@ class ModelRegistry:
         if not self._roots:
             raise InvalidJob("this server has no model_roots configured", code="no_model_roots")
         for root in self._roots:
-            real = Path(os.path.realpath(root / relative))
-            if not real.is_relative_to(root):
-                raise PathOutsideRoots(relative, "it leads outside the model roots")
-            if real.is_file():
-                return real
+            with client_path_errors(relative):
+                real = contained(root / relative, root, relative, "model roots")
+                try:
+                    if stat.S_ISREG(os.stat(real).st_mode):
+                        return Path(real)
+                except FileNotFoundError:
+                    continue
         raise InvalidJob(f"{relative!r} is not a file under the model roots", code="file_not_found")
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import anyio.to_thread
 
 from yolo_orch.class_names import ClassNameLimits
@@ -35,7 +36,7 @@ from yolo_orch.errors import (
     ResultNotReady,
     ShuttingDown,
 )
-from yolo_orch.inputs import resolve_inputs
+from yolo_orch.inputs import InputLimits, resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
 from yolo_orch.queue_wait import expected_wait_s
@@ -64,9 +65,13 @@ class JobService:
         total_slots: int,
         max_queued: int,
         data_roots: Sequence[Path],
-        max_files_per_job: int,
         class_name_limits: ClassNameLimits,
+        input_limits: InputLimits,
+        file_limiter: anyio.CapacityLimiter,
     ) -> None:
+        """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
+        checking datasets, reading results): apart from the job runners' threads and from
+        anyio's default pool, so neither can starve the other."""
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -76,8 +81,9 @@ class JobService:
         self._total_slots = total_slots
         self._max_queued = max_queued
         self._data_roots = list(data_roots)
-        self._max_files = max_files_per_job
         self._class_name_limits = class_name_limits
+        self._input_limits = input_limits
+        self._file_limiter = file_limiter
         self.draining = False
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -108,9 +114,13 @@ class JobService:
     async def _with_model_and_files(self, new: NewJob) -> NewJob:
         """Refuse at once what could only fail later: a model this host does not have, inputs
         or a dataset that are not readable files under the data roots."""
-        if await anyio.to_thread.run_sync(self._runtime.provides, new.model, new.kind):
+        if await anyio.to_thread.run_sync(
+            self._runtime.provides, new.model, new.kind, limiter=self._file_limiter
+        ):
             model_id = None  # `sim`, or a shipped architecture to train from scratch
-            task = await anyio.to_thread.run_sync(self._runtime.model_task, new.model)
+            task = await anyio.to_thread.run_sync(
+                self._runtime.model_task, new.model, limiter=self._file_limiter
+            )
         else:
             model = await self._models.get(new.model)
             if not model.usable:
@@ -121,7 +131,11 @@ class JobService:
             spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
         elif new.kind is JobKind.INFERENCE and "files" not in spec:
             paths = await anyio.to_thread.run_sync(
-                resolve_inputs, spec["inputs"], self._data_roots, self._max_files
+                resolve_inputs,
+                spec["inputs"],
+                self._data_roots,
+                self._input_limits,
+                limiter=self._file_limiter,
             )
             spec["files"] = [
                 {"path": str(path), "name": _display_name(path, self._data_roots)} for path in paths
@@ -138,7 +152,12 @@ class JobService:
         if task is None:  # shipped architectures and registry models always have one
             raise InvalidJob("the model has no task", code="task_mismatch")
         path, dataset = await anyio.to_thread.run_sync(
-            check_task_dataset, task, spec["dataset"], self._data_roots, self._class_name_limits
+            check_task_dataset,
+            task,
+            spec["dataset"],
+            self._data_roots,
+            self._class_name_limits,
+            limiter=self._file_limiter,
         )
         split = spec.get("split")
         if split is not None and split not in dataset.splits:
@@ -178,7 +197,9 @@ class JobService:
     async def result_page(self, job_id: str, offset: int, limit: int) -> EntryPage:
         """A page of a succeeded job's per-image entries."""
         await self._succeeded(job_id)
-        return await anyio.to_thread.run_sync(self._files.result_page, job_id, offset, limit)
+        return await anyio.to_thread.run_sync(
+            self._files.result_page, job_id, offset, limit, limiter=self._file_limiter
+        )
 
     async def _succeeded(self, job_id: str) -> None:
         job = await self._store.get(job_id)
@@ -187,19 +208,27 @@ class JobService:
 
     async def training_metrics(self, job_id: str) -> bytes:
         await self._store.get(job_id)
-        return await anyio.to_thread.run_sync(self._files.read_metrics, job_id)
+        return await anyio.to_thread.run_sync(
+            self._files.read_metrics, job_id, limiter=self._file_limiter
+        )
 
     async def log_text(self, job_id: str) -> bytes:
         await self._store.get(job_id)
-        return await anyio.to_thread.run_sync(self._files.read_log, job_id)
+        return await anyio.to_thread.run_sync(
+            self._files.read_log, job_id, limiter=self._file_limiter
+        )
 
     async def artifacts(self, job_id: str) -> list[tuple[str, int]]:
         await self._store.get(job_id)  # unknown job: 404, not an empty list
-        return await anyio.to_thread.run_sync(self._files.artifacts, job_id)
+        return await anyio.to_thread.run_sync(
+            self._files.artifacts, job_id, limiter=self._file_limiter
+        )
 
     async def artifact(self, job_id: str, name: str) -> Path:
         await self._store.get(job_id)
-        path = await anyio.to_thread.run_sync(self._files.artifact_path, job_id, name)
+        path = await anyio.to_thread.run_sync(
+            self._files.artifact_path, job_id, name, limiter=self._file_limiter
+        )
         if path is None:
             raise ArtifactNotFound(job_id, name)
         return path

@@ -14,15 +14,15 @@ Blocking (it reads files): call it from a worker thread.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
-from yolo_orch.datasets import Dataset, _contained, _real_roots, check_dataset, load_dataset
+from yolo_orch.datasets import Dataset, check_dataset, contained, lexists, load_dataset, real_roots
 from yolo_orch.errors import InvalidJob
 from yolo_orch.inputs import check_relative
+from yolo_orch.paths import client_path_errors
 
 __all__ = ["TASKS", "ImageFolder", "TaskDataset", "check_task_dataset", "load_task_dataset"]
 
@@ -105,31 +105,32 @@ def _check_task(task: str) -> None:
 
 def _located(relative: str, data_roots: Sequence[Path]) -> Path:
     check_relative(relative)
-    roots = _real_roots(data_roots)
+    roots = real_roots(data_roots)
     for root in roots:
         candidate = root / relative
-        if os.path.lexists(candidate):
-            return _contained(candidate, roots, relative)
+        with client_path_errors(relative):
+            if lexists(candidate):
+                return contained(candidate, roots, relative)
     raise InvalidJob(f"{relative!r} is not under the data roots", code="dataset_not_found")
 
 
 def _image_folder(root: Path, data_roots: Sequence[Path]) -> ImageFolder:
-    roots = _real_roots(data_roots)
-    root = _contained(root, roots, root.name)
+    roots = real_roots(data_roots)
+    root = contained(root, roots, root.name)
     splits: dict[str, Path] = {}
     classes: dict[str, set[str]] = {}
     for split in _SPLITS:
         folder = root / split
-        if not os.path.lexists(folder):
+        if not lexists(folder):
             continue
-        real = _contained(folder, roots, f"{root.name}/{split}")
+        real = contained(folder, roots, f"{root.name}/{split}")
         if not real.is_dir():
             raise InvalidJob(f"{root.name}/{split} is not a folder", code="invalid_dataset")
         splits[split] = real
         classes[split] = {
             entry.name
             for entry in real.iterdir()
-            if entry.is_dir() and _contained(entry, roots, f"{split}/{entry.name}").is_dir()
+            if entry.is_dir() and contained(entry, roots, f"{split}/{entry.name}").is_dir()
         }
     for split in ("train", "val"):
         if not classes.get(split):

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, Request
 
 from yolo_orch.admission import Lanes
@@ -36,6 +37,8 @@ class Services:
     jobs: JobService
     migrations_at_head: Callable[[], bool]
     """Blocking; readiness runs it in a thread."""
+    file_limiter: anyio.CapacityLimiter
+    """The threads for request-time file work (see `JobService`)."""
 
 
 # Dependencies are async so FastAPI runs them on the loop, not in a worker thread each.

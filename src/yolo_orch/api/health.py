@@ -22,7 +22,8 @@ async def healthz() -> Health:
     response_model=Readiness,
     summary="Readiness: database writable, migrations at head, lanes present, not draining",
     description="200 `ready`; 200 `degraded` when some lane's GPU reports a fatal state (the "
-    "others keep serving); 503 `not_ready` otherwise.",
+    "others keep serving) or when every thread for request-time file work is busy and requests "
+    "wait for one (`file_workers_available` false); 503 `not_ready` otherwise.",
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(services: ServicesDep) -> JSONResponse:
@@ -38,11 +39,21 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         "lanes_present": any(healthy),
         "accepting_jobs": not services.jobs.draining,
     }
+    workers = services.file_limiter.statistics()
+    # Waiting requests, not merely busy threads: the pool is then the bottleneck.
+    file_workers = workers.borrowed_tokens < workers.total_tokens or workers.tasks_waiting == 0
     if not all(checks.values()):
         status = "not_ready"
-    elif not all(healthy):
-        status = "degraded"  # serving on the lanes left; an operator should look
+    elif not all(healthy) or not file_workers:
+        status = "degraded"  # serving, but slower or on the lanes left; an operator should look
     else:
         status = "ready"
-    body = Readiness(status=status, checks={**checks, "all_lanes_healthy": all(healthy)})
+    body = Readiness(
+        status=status,
+        checks={
+            **checks,
+            "all_lanes_healthy": all(healthy),
+            "file_workers_available": file_workers,
+        },
+    )
     return JSONResponse(body.model_dump(), status_code=503 if status == "not_ready" else 200)

@@ -170,10 +170,15 @@ async def submit_inference_upload(
             raise RequestValidationError(exc.errors()) from None
         new = body.to_new_job(services.settings.max_attempts, idempotency_key)
         uploads = [(image.filename or "", image.file) for image in images]
-        files, digests = await anyio.to_thread.run_sync(services.files.save_inputs, new.id, uploads)
+        files, digests = await anyio.to_thread.run_sync(
+            services.files.save_inputs, new.id, uploads, limiter=services.file_limiter
+        )
         try:
             await anyio.to_thread.run_sync(
-                refuse_oversized, files, services.settings.max_image_pixels
+                refuse_oversized,
+                files,
+                services.settings.max_image_pixels,
+                limiter=services.file_limiter,
             )
         except BaseException:
             await anyio.to_thread.run_sync(services.files.remove, new.id)
@@ -189,10 +194,10 @@ async def submit_inference_upload(
     try:
         job, created = await _submit(services, new)
     except BaseException:
-        await anyio.to_thread.run_sync(services.files.remove, new.id)
+        await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
         raise
     if not created:  # an earlier request with this key made the job, with its own copies
-        await anyio.to_thread.run_sync(services.files.remove, new.id)
+        await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
     return _accepted(job, created, response)
 
 

@@ -33,6 +33,8 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.InvalidCursor: 422,
     errors.InvalidWeights: 422,
     errors.PathOutsideRoots: 422,
+    errors.InvalidPath: 422,
+    errors.InputWalkTooLarge: 422,
     errors.ModelNameTaken: 409,
     errors.ModelInUse: 409,
     errors.ModelUnusable: 409,

@@ -28,7 +28,7 @@ import os
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 from yolo_orch import images
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
+from yolo_orch.inputs import read_contained
+from yolo_orch.jobfiles import INPUTS_DIR
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.runners.base import RunContext
 from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
@@ -78,10 +80,15 @@ class YoloInferenceRunner:
         model_cache_size: int = 2,
         cpu_threads: int | None = None,
         max_image_pixels: int = images.DEFAULT_MAX_IMAGE_PIXELS,
+        *,
+        data_roots: Sequence[Path],
     ) -> None:
+        """`data_roots`: every input is read only if it is still inside them (or inside the
+        job's own uploaded inputs) where it is opened."""
         if model_cache_size < 0:
             raise ValueError("model_cache_size must be >= 0")
         self._resolve_weights = resolve_weights
+        self._data_roots = list(data_roots)
         self._cache_size = model_cache_size
         self._cpu_threads = cpu_threads if cpu_threads is not None else default_cpu_threads()
         self._max_image_pixels = max_image_pixels
@@ -161,7 +168,8 @@ class YoloInferenceRunner:
                 raise JobCancelled(f"cancelled after {done} of {total} images")
 
         check_cancel()
-        for chunk in _decoded_chunks(sources, batch_size, self._max_image_pixels):
+        roots = [*self._data_roots, ctx.workdir / INPUTS_DIR]
+        for chunk in _decoded_chunks(sources, batch_size, roots, self._max_image_pixels):
             decoded: list[tuple[int, NDArray[np.uint8]]] = []
             for index, image in chunk:
                 if isinstance(image, str):
@@ -378,14 +386,14 @@ def _batch_size(imgsz: int) -> int:
 
 
 def _decoded_chunks(
-    sources: list[InputFile], size: int, max_pixels: int
+    sources: list[InputFile], size: int, roots: Sequence[Path], max_pixels: int
 ) -> Iterator[list[tuple[int, NDArray[np.uint8] | str]]]:
     """The job's images decoded, `size` at a time (fewer once a chunk holds MAX_CHUNK_BYTES of
     pixels): each as (index, pixels) or (index, why it cannot be read)."""
     chunk: list[tuple[int, NDArray[np.uint8] | str]] = []
     held = 0
     for index, source in enumerate(sources):
-        image = _decode(source.path, max_pixels)
+        image = _decode(source.path, roots, max_pixels)
         chunk.append((index, image))
         if not isinstance(image, str):
             held += image.nbytes
@@ -408,7 +416,7 @@ def _same_shape_groups(
     return list(groups.values())
 
 
-def _decode(source: Path, max_pixels: int) -> NDArray[np.uint8] | str:
+def _decode(source: Path, roots: Sequence[Path], max_pixels: int) -> NDArray[np.uint8] | str:
     """The image as BGR pixels, or why it cannot be read. Decoding here, one image at a time, keeps
     one bad file from failing the whole job (ultralytics raises for the batch). Its header is read
     first: an image of more than `max_pixels` is never decoded."""
@@ -419,9 +427,9 @@ def _decode(source: Path, max_pixels: int) -> NDArray[np.uint8] | str:
     if refused is not None:
         return refused
     try:
-        data = np.fromfile(source, dtype=np.uint8)
-    except OSError as e:
-        return f"cannot read the file: {e.strerror or e}"
+        data = np.frombuffer(read_contained(source, roots), dtype=np.uint8)
+    except InvalidJobInput as e:
+        return e.message
     image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
     if image is None:
         return "cannot decode the file as an image"

@@ -48,6 +48,7 @@ class UltralyticsRuntime:
             model_cache_size,
             cpu_threads=cpu_threads,
             max_image_pixels=max_image_pixels,
+            data_roots=data_roots,
         )
         self.training = YoloTrainingRunner(
             self._resolve_weights,
