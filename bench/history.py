@@ -118,7 +118,6 @@ def build_database(data_dir: Path, *, finished: int, queued: int) -> float:
             conn.execute(_BUILD, {**constants, "first": finished + 1, "last": last, "queued": True})
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute("ANALYZE")
     finally:
         conn.close()
     return time.perf_counter() - started
