@@ -31,6 +31,8 @@ class BenchServer:
     pid: int
     data_dir: Path
     log_path: Path
+    startup_s: float
+    """From starting the process to its first answer on /healthz."""
 
     def rss_kib(self) -> int:
         """Resident memory of the server process (VmRSS), in KiB."""
@@ -53,13 +55,18 @@ def _env_value(value: object) -> str:
 
 @contextlib.contextmanager
 def running_server(
-    *, startup_timeout_s: float = 60.0, log_level: str = "warning", **settings: object
+    *,
+    startup_timeout_s: float = 60.0,
+    log_level: str = "warning",
+    data_dir: Path | None = None,
+    **settings: object,
 ) -> Iterator[BenchServer]:
     """A server with `settings` (the simulated runtime unless `runtime` says otherwise); its data
-    lives in a temporary folder. `BENCH_SERVER_LOG` names a file to keep its log in."""
+    lives in `data_dir` (one prepared beforehand), else in a temporary folder. `BENCH_SERVER_LOG`
+    names a file to keep its log in."""
     with tempfile.TemporaryDirectory(prefix="yolo-orch-bench-") as tmp:
         port = free_port()
-        data_dir = Path(tmp) / "var"
+        data_dir = data_dir if data_dir is not None else Path(tmp) / "var"
         env = {key: value for key, value in os.environ.items() if not key.startswith("YOLO_ORCH_")}
         env.update({"YOLO_ORCH_RUNTIME": "simulated", "YOLO_ORCH_LOG_LEVEL": log_level})
         env.update(
@@ -68,6 +75,7 @@ def running_server(
         env.update(YOLO_ORCH_DATA_DIR=str(data_dir), YOLO_ORCH_PORT=str(port))
         log_path = Path(os.environ.get("BENCH_SERVER_LOG", Path(tmp) / "server.log"))
         with log_path.open("w") as log:
+            started = time.perf_counter()
             process = subprocess.Popen(
                 [sys.executable, "-m", "yolo_orch.cli", "serve"],
                 env=env,
@@ -81,13 +89,14 @@ def running_server(
             while True:
                 with contextlib.suppress(httpx.HTTPError):
                     if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        startup_s = time.perf_counter() - started
                         break
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(
                         f"server did not start:\n{log_path.read_text(errors='replace')[-4000:]}"
                     )
-                time.sleep(0.1)
-            yield BenchServer(url, process.pid, data_dir, log_path)
+                time.sleep(0.02)
+            yield BenchServer(url, process.pid, data_dir, log_path, startup_s)
         finally:
             process.terminate()
             try:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import fastapi.routing
 import httpx
 import pytest
 
@@ -328,6 +329,21 @@ async def test_events_follow_a_job_to_its_end(client: httpx.AsyncClient) -> None
     )
     finished = parse_sse(again.text)
     assert [event["data"]["state"] for event in finished] == ["succeeded"]
+
+
+async def test_events_keep_a_quiet_stream_alive_with_comments(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FastAPI's keep-alive period (15 s), shortened so that a short job sees some.
+    monkeypatch.setattr(fastapi.routing, "_PING_INTERVAL", 0.05)
+    job = await client.post("/v1/jobs", json=sim_job(params={"sim_seconds": 1, "sim_steps": 1}))
+    response = await client.get(f"/v1/jobs/{job.json()['id']}/events")
+
+    assert ": ping" in response.text.splitlines()
+    events = parse_sse(response.text)
+    assert [event["data"]["state"] for event in events if event["event"] == "state"][-1] == (
+        "succeeded"
+    )
 
 
 async def test_events_of_an_unknown_job_are_a_problem(client: httpx.AsyncClient) -> None:

@@ -1,6 +1,6 @@
-"""The client's pieces without a server: the SSE decoder on canned bytes, following a job over
-an event stream (drops, reconnects, the polling fallback) and the errors → exit codes mapping,
-all through httpx.MockTransport."""
+"""The client's pieces without a server: following a job over an event stream (drops,
+reconnects, the polling fallback) and the errors → exit codes mapping, all through
+httpx.MockTransport."""
 
 from __future__ import annotations
 
@@ -12,68 +12,11 @@ import httpx
 import pytest
 
 from yolo_orch.client import ApiClient, ApiError, ExitCode, follow_job
-from yolo_orch.client.sse import ServerSentEvent, SSEDecoder, decode_events
-
-# -- the SSE decoder
-
-
-def _decode(*chunks: bytes) -> list[ServerSentEvent]:
-    return list(decode_events(chunks))
-
-
-def test_sse_events_fields_and_dispatch() -> None:
-    events = _decode(
-        b": keep-alive comment\n"
-        b'id: 1\nevent: state\ndata: {"state": "queued"}\n\n'
-        b'id: 2\nevent: progress\ndata:{"a": 1}\n\n'
-        b"data: first line\ndata: second line\n\n"
-        b"retry: 1500\n\n"  # no data: nothing dispatched
-        b"event: state\ndata\n\n"  # a field without a colon: empty value
-    )
-
-    assert events == [
-        ServerSentEvent("state", '{"state": "queued"}', "1"),
-        ServerSentEvent("progress", '{"a": 1}', "2"),
-        ServerSentEvent("message", "first line\nsecond line", "2"),
-        ServerSentEvent("state", "", "2", retry_ms=1500),
-    ]
-
-
-def test_sse_line_endings_split_across_chunks() -> None:
-    stream = "\ufeffid: 7\r\nevent: state\rdata: é\r\n\r\nid: 8\ndata: x\n\n".encode()
-    whole = _decode(stream)
-    byte_by_byte = _decode(*(stream[i : i + 1] for i in range(len(stream))))
-
-    assert (
-        whole
-        == byte_by_byte
-        == [
-            ServerSentEvent("state", "é", "7"),
-            ServerSentEvent("message", "x", "8"),
-        ]
-    )
-
-
-def test_sse_cr_at_a_chunk_end_is_not_a_blank_line() -> None:
-    assert _decode(b"data: a\r", b"\n\r", b"\n") == [ServerSentEvent("message", "a", None)]
-    assert _decode(b"data: a\r\r") == [ServerSentEvent("message", "a", None)]  # CR CR at the end
-
-
-def test_sse_event_cut_off_by_the_end_of_the_stream_is_dropped() -> None:
-    decoder = SSEDecoder()
-    assert decoder.feed(b"id: 1\ndata: complete\n\nid: 2\ndata: cut") == [
-        ServerSentEvent("message", "complete", "1")
-    ]
-    assert decoder.close() == []
-    assert decoder.last_event_id == "2"
-
-
-def test_sse_id_with_nul_is_ignored_and_bad_retry_too() -> None:
-    events = _decode(b"id: 1\n\nid: a\0b\nretry: 10x\ndata: d\n\n")
-    assert events == [ServerSentEvent("message", "d", "1")]
-
 
 # -- following a job
+
+
+EVENT_STREAM = {"content-type": "text/event-stream; charset=utf-8"}
 
 
 def _job(state: str, done: int = 0) -> dict[str, Any]:
@@ -143,7 +86,7 @@ def test_follow_reads_the_event_stream_until_a_terminal_state() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         requests.append(request)
         body = _sse(_job("queued"), _job("running", 1), _job("succeeded", 3), _job("running", 9))
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+        return httpx.Response(200, headers=EVENT_STREAM, content=body)
 
     clock = _Clock()
     assert _follow(_client(handler), clock) == ["queued:0", "running:1", "succeeded:3"]
@@ -160,15 +103,33 @@ def test_follow_resumes_a_dropped_stream_with_last_event_id() -> None:
         seen_ids.append(request.headers.get("last-event-id"))
         if len(seen_ids) == 1:
             body = _sse(_job("queued"), _job("running", 1))
-            return httpx.Response(200, stream=_Dropping(body))
+            return httpx.Response(200, headers=EVENT_STREAM, stream=_Dropping(body))
         if len(seen_ids) == 2:  # a restarting server
             raise httpx.ConnectError("connection refused")
-        return httpx.Response(200, content=_sse(_job("running", 2), _job("failed", 2), first_id=3))
+        body = _sse(_job("running", 2), _job("failed", 2), first_id=3)
+        return httpx.Response(200, headers=EVENT_STREAM, content=body)
 
     clock = _Clock()
     assert _follow(_client(handler), clock) == ["queued:0", "running:1", "running:2", "failed:2"]
     assert seen_ids == [None, "2", "2"]
     assert len(clock.sleeps) == 2
+
+
+def test_follow_skips_comments_and_takes_the_servers_retry_delay() -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            body = b": ping\n\nretry: 2000\n\n" + _sse(_job("running", 1))
+            return httpx.Response(200, headers=EVENT_STREAM, stream=_Dropping(body))
+        body = b": ping\r\n\r\nevent: other\ndata: not json\n\n" + _sse(_job("succeeded", 3))
+        return httpx.Response(200, headers=EVENT_STREAM, content=body)
+
+    clock = _Clock()
+    assert _follow(_client(handler), clock) == ["running:1", "succeeded:3"]
+    assert clock.sleeps == [2.0]
 
 
 def test_follow_gives_up_when_the_server_stays_away() -> None:
@@ -178,7 +139,9 @@ def test_follow_gives_up_when_the_server_stays_away() -> None:
         nonlocal calls
         calls += 1
         if calls == 1:
-            return httpx.Response(200, stream=_Dropping(_sse(_job("running", 1))))
+            return httpx.Response(
+                200, headers=EVENT_STREAM, stream=_Dropping(_sse(_job("running", 1)))
+            )
         raise httpx.ConnectError("connection refused")
 
     clock = _Clock()

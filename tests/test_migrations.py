@@ -11,13 +11,14 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
+from yolo_orch.domain import JobFilter, JobKind, JobState
 from yolo_orch.store.migrate import (
     alembic_config,
     current_revision,
     head_revision,
     upgrade_to_head,
 )
-from yolo_orch.store.sqlite import sync_url
+from yolo_orch.store.sqlite import _list_statement, sync_url
 from yolo_orch.store.tables import JobRow
 
 
@@ -33,7 +34,7 @@ def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
             assert compare_metadata(MigrationContext.configure(conn), JobRow.metadata) == []
     finally:
         engine.dispose()
-    assert current_revision(url) == head_revision() == "0003"
+    assert current_revision(url) == head_revision() == "0004"
 
 
 def test_0002_down_and_up_keeps_jobs_and_never_reuses_a_seq(tmp_path: Path) -> None:
@@ -102,6 +103,81 @@ def test_0003_down_and_up_swaps_the_queue_index(tmp_path: Path) -> None:
     _, indexes = _plan_and_indexes(url)
     assert "ix_jobs_state_priority_desc_seq" in indexes
     assert "ix_jobs_state_priority_seq" not in indexes
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        JobFilter(states=(JobState.SUCCEEDED,)),
+        JobFilter(kinds=(JobKind.TRAINING,)),
+        JobFilter(states=(JobState.SUCCEEDED, JobState.FAILED), kinds=(JobKind.INFERENCE,)),
+    ],
+    ids=["state", "kind", "both"],
+)
+def test_filtered_pages_seek_the_list_index_and_never_scan_the_jobs(
+    tmp_path: Path, where: JobFilter
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.sqlite'}"
+    upgrade_to_head(url)
+    engine = create_engine(sync_url(url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            stmt = _list_statement(where, 51, before_seq=1000)
+            sql = stmt.compile(conn, compile_kwargs={"literal_binds": True})
+            plan = " | ".join(row[-1] for row in conn.execute(text(f"EXPLAIN QUERY PLAN {sql}")))
+    finally:
+        engine.dispose()
+
+    assert "ix_jobs_state_kind_seq" in plan
+    assert "SCAN jobs" not in plan  # a SEARCH by the index or by seq, never every row
+
+
+INSERT_JOB = text(
+    "INSERT INTO jobs (id, kind, state, model, spec, priority, gpus, attempt, max_attempts,"
+    " devices, cancel_requested, created_at) VALUES"
+    " (:id, :kind, :state, 'm', '{}', 0, 1, 0, 3, '[]', 0, 'now')"
+)
+COUNTED = "SELECT state, kind, count FROM job_counts WHERE count > 0 ORDER BY state, kind"
+COUNTED_BY_HAND = "SELECT state, kind, count(*) FROM jobs GROUP BY state, kind ORDER BY state, kind"
+
+
+def test_0004_counts_the_jobs_there_are_and_triggers_keep_the_counts(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.sqlite'}"
+    command.upgrade(alembic_config(url), "0003")
+    engine = create_engine(sync_url(url), poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                INSERT_JOB,
+                [
+                    {"id": "a", "kind": "inference", "state": "succeeded"},
+                    {"id": "b", "kind": "inference", "state": "succeeded"},
+                    {"id": "c", "kind": "training", "state": "queued"},
+                ],
+            )
+        upgrade_to_head(url)
+        with engine.begin() as conn:
+            backfilled = [tuple(row) for row in conn.execute(text(COUNTED))]
+            conn.execute(INSERT_JOB, {"id": "d", "kind": "training", "state": "queued"})
+            conn.execute(text("UPDATE jobs SET state = 'running' WHERE id = 'c'"))
+            conn.execute(text("UPDATE jobs SET priority = 5 WHERE id = 'd'"))
+            conn.execute(text("UPDATE jobs SET kind = 'training' WHERE id = 'b'"))
+            conn.execute(text("DELETE FROM jobs WHERE id = 'a'"))
+            kept = [tuple(row) for row in conn.execute(text(COUNTED))]
+            by_hand = [tuple(row) for row in conn.execute(text(COUNTED_BY_HAND))]
+    finally:
+        engine.dispose()
+
+    assert backfilled == [("queued", "training", 1), ("succeeded", "inference", 2)]
+    assert (
+        kept
+        == by_hand
+        == [
+            ("queued", "training", 1),
+            ("running", "training", 1),
+            ("succeeded", "training", 1),
+        ]
+    )
 
 
 def test_upgrade_to_head_twice_is_harmless(tmp_path: Path) -> None:

@@ -461,6 +461,84 @@ async def test_counts_per_state_and_kind(store: JobStore) -> None:
     }
 
 
+async def test_counts_follow_every_transition(store: JobStore) -> None:
+    cancelled = await add(store)
+    await store.cancel(cancelled.id, T0)
+    cancelling = await running(store, kind=JobKind.TRAINING)
+    await store.cancel(cancelling.id, T0)  # ends cancelled on recovery
+    succeeded = await running(store)
+    await store.finish(succeeded.id, Outcome(JobState.SUCCEEDED), T0)
+    await running(store, max_attempts=1)  # fails as interrupted on recovery
+    await running(store, max_attempts=2)  # queued again on recovery
+    await store.recover(T0)
+
+    assert await store.counts() == {
+        ("cancelled", "inference"): 1,
+        ("cancelled", "training"): 1,
+        ("succeeded", "inference"): 1,
+        ("failed", "inference"): 1,
+        ("queued", "inference"): 1,
+    }
+    assert await store.count_queued() == 1
+
+
+async def test_count_queued_counts_every_kind_and_bounds_the_queue(store: JobStore) -> None:
+    assert await store.count_queued() == 0
+    await add(store)
+    await add(store, kind=JobKind.TRAINING)
+    await running(store)
+    assert await store.count_queued() == 2
+    with pytest.raises(QueueFull):
+        await store.create(new_job(), max_queued=2, now=T0)
+    await store.create(new_job(), max_queued=3, now=T0)
+    assert await store.count_queued() == 3
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        JobFilter(states=(JobState.SUCCEEDED,)),
+        JobFilter(states=(JobState.QUEUED, JobState.FAILED)),
+        JobFilter(kinds=(JobKind.TRAINING,)),
+        JobFilter(states=(JobState.SUCCEEDED, JobState.RUNNING), kinds=(JobKind.INFERENCE,)),
+        JobFilter(states=tuple(JobState), kinds=tuple(JobKind)),
+    ],
+    ids=["state", "states", "kind", "both", "all"],
+)
+async def test_filtered_pages_walk_every_match_newest_first(
+    store: JobStore, where: JobFilter
+) -> None:
+    states = (JobState.SUCCEEDED, JobState.QUEUED, JobState.FAILED, JobState.RUNNING)
+    jobs = []
+    for i in range(23):
+        job = await add(store, kind=JobKind.TRAINING if i % 4 == 0 else JobKind.INFERENCE)
+        state = states[i * 7 % len(states)]
+        if state is not JobState.QUEUED:
+            await store.claim(job.id, ("sim:0",), T0)
+        if state.is_terminal:
+            await store.finish(job.id, Outcome(state), T0)
+        jobs.append(await store.get(job.id))
+    expected = [
+        job.id
+        for job in reversed(jobs)
+        if (not where.states or job.state in where.states)
+        and (not where.kinds or job.kind in where.kinds)
+    ]
+
+    seen: list[str] = []
+    cursor = None
+    for _ in range(len(jobs) + 1):
+        page = await store.list_jobs(where, limit=3, before_seq=cursor)
+        assert len(page.jobs) <= 3
+        seen += [job.id for job in page.jobs]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+
+    assert seen == expected
+    assert len(expected) > 3  # more than one page
+
+
 async def test_refusals_are_explained_key_first_then_model_then_bound(store: JobStore) -> None:
     first = await add(store, idempotency_key="key", request_fingerprint="fp")
 

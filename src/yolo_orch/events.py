@@ -39,8 +39,9 @@ class JobEvents:
         if event is not None:
             event.set()
 
-    async def wait_for_change(self, job_id: str, seen: int, timeout_s: float) -> bool:
-        """Wait until `job_id` changes after version `seen`; False on timeout."""
+    async def wait_for_change(self, job_id: str, seen: int, timeout_s: float | None = None) -> bool:
+        """Wait until `job_id` changes after version `seen` (for ever when `timeout_s` is None);
+        False on timeout."""
         if self.version(job_id) != seen:
             return True
         try:

@@ -10,9 +10,10 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Body, Header, Path, Query, Request, Response, status
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -272,6 +273,14 @@ async def get_result(
     return StreamingResponse(page.json(limit), media_type="application/json")
 
 
+async def _followed_job(job_id: JobId, services: ServicesDep) -> tuple[int, Job]:
+    """The job with the event id read just before it. A dependency, so that an unknown job is a
+    404 before the stream starts."""
+    # The version first: a change between the two reads is then seen as a change, not missed.
+    version = services.events.version(job_id)
+    return version, await services.jobs.get(job_id)
+
+
 @router.get(
     "/{job_id}/events",
     summary="Follow a job: server-sent events",
@@ -280,46 +289,49 @@ async def get_result(
     "change. The first event is the job as it is now (skipped when `Last-Event-ID` says the "
     "client has it). The stream ends after the event with a terminal state. A comment is sent "
     "every 15 s of quiet to keep proxies from closing the stream.",
-    response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}, **problem_responses(404)},
+    response_class=EventSourceResponse,
+    responses={
+        200: {
+            "content": {
+                "text/event-stream": {
+                    "itemSchema": {
+                        "properties": {
+                            "data": {
+                                "contentMediaType": "application/json",
+                                "contentSchema": {"$ref": "#/components/schemas/JobPublic"},
+                            },
+                            "event": {"enum": ["state", "progress"]},
+                        },
+                        "required": ["data", "event", "id"],
+                    }
+                }
+            }
+        },
+        **problem_responses(404),
+    },
 )
 async def job_events(
-    job_id: JobId,
+    followed: Annotated[tuple[int, Job], Depends(_followed_job)],
     services: ServicesDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
-) -> StreamingResponse:
-    # The version first: a change between the two reads is then seen as a change, not missed.
-    version = services.events.version(job_id)
-    first = await services.jobs.get(job_id)  # unknown job: 404 before the stream starts
-    return StreamingResponse(
-        _event_stream(services, first, version, last_event_id),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
-
-
-async def _event_stream(
-    services: Services, job: Job, version: int, last_event_id: str | None
-) -> AsyncIterator[bytes]:
-    """`version`: the event id read before `job` was, so that `job` is at least that new."""
+) -> AsyncIterator[ServerSentEvent]:
+    # FastAPI sends the keep-alive comments while this waits.
+    version, job = followed
     events = services.events
     sent_state = None
     if last_event_id is None or last_event_id != str(version) or job.state.is_terminal:
-        yield _sse(version, "state", job)
+        yield _event(version, "state", job)
         sent_state = job.state
     while not job.state.is_terminal:
-        if not await events.wait_for_change(job.id, version, timeout_s=15):
-            yield b": keep-alive\n\n"
-            continue
+        await events.wait_for_change(job.id, version)
         version = events.version(job.id)
         job = await services.jobs.get(job.id)
-        yield _sse(version, "state" if job.state != sent_state else "progress", job)
+        yield _event(version, "state" if job.state != sent_state else "progress", job)
         sent_state = job.state
 
 
-def _sse(event_id: int, event: str, job: Job) -> bytes:
-    data = JobPublic.of(job).model_dump_json()
-    return f"id: {event_id}\nevent: {event}\ndata: {data}\n\n".encode()
+def _event(event_id: int, event: str, job: Job) -> ServerSentEvent:
+    return ServerSentEvent(id=str(event_id), event=event, data=JobPublic.of(job))
 
 
 @router.get(

@@ -75,8 +75,8 @@ def follow_job(
     while True:
         try:
             for event in api.events(job_id, last_event_id):
-                reconnects.heard(event.retry_ms)
-                last_event_id = event.id
+                reconnects.heard(event.retry)
+                last_event_id = event.id or last_event_id  # "": no id sent yet
                 job = _job_of(event.data) if event.event in _JOB_EVENTS else None
                 if job is None:
                     continue

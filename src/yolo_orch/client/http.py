@@ -13,10 +13,10 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from httpx_sse import ServerSentEvent, connect_sse
 
 from yolo_orch import __version__
 from yolo_orch.client.errors import ApiError, ExitCode
-from yolo_orch.client.sse import ServerSentEvent, SSEDecoder
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 CONNECT_TIMEOUT_S = 5.0
@@ -117,23 +117,19 @@ class ApiClient:
 
         Raises `ApiError` when the server refuses the stream (a 404 when it has no such
         endpoint), `httpx.TransportError` when the connection drops."""
-        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = last_event_id
+        headers = {"Last-Event-ID": last_event_id} if last_event_id is not None else {}
         try:
-            with self._http.stream(
+            with connect_sse(
+                self._http,
                 "GET",
                 f"/v1/jobs/{_segment(job_id)}/events",
                 headers=headers,
                 timeout=EVENTS_TIMEOUT,
-            ) as response:
-                if response.is_error:
-                    response.read()
-                    raise self._problem(response)
-                decoder = SSEDecoder()
-                for chunk in response.iter_bytes():
-                    yield from decoder.feed(chunk)
-                yield from decoder.close()
+            ) as source:
+                if source.response.is_error:
+                    source.response.read()
+                    raise self._problem(source.response)
+                yield from source.iter_sse()
         except httpx.ConnectError as exc:
             raise self.unreachable(exc) from None
 

@@ -51,9 +51,9 @@ from sqlalchemy import (
     bindparam,
     event,
     func,
-    literal_column,
     or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -82,6 +82,7 @@ from yolo_orch.errors import (
 )
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.tables import (
+    JOB_COUNTS,
     JOBS,
     MODELS,
     NEW_JOB_COLUMNS,
@@ -304,15 +305,8 @@ class SQLiteJobStore(JobStore):
         return await self._db.read(functools.partial(_get, job_id))
 
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
-        stmt = select(JOBS)
-        if where.states:
-            stmt = stmt.where(JOBS.c.state.in_([str(state) for state in where.states]))
-        if where.kinds:
-            stmt = stmt.where(JOBS.c.kind.in_([str(kind) for kind in where.kinds]))
-        if before_seq is not None:
-            stmt = stmt.where(JOBS.c.seq < before_seq)
         # One row more than asked says whether another page exists.
-        stmt = stmt.order_by(JOBS.c.seq.desc()).limit(limit + 1)
+        stmt = _list_statement(where, limit + 1, before_seq)
         jobs = await self._db.read(functools.partial(_jobs, stmt))
         page = jobs[:limit]
         more = len(jobs) > limit
@@ -324,14 +318,14 @@ class SQLiteJobStore(JobStore):
         return await self._db.read(functools.partial(_jobs, stmt.limit(limit)))
 
     async def count_queued(self, kind: JobKind | None = None) -> int:
-        stmt = select(func.count()).select_from(JOBS).where(_QUEUED)
+        stmt = _COUNT_QUEUED
         if kind is not None:
-            stmt = stmt.where(JOBS.c.kind == str(kind))
+            stmt = stmt.where(JOB_COUNTS.c.kind == str(kind))
         count: int = await self._db.read(lambda conn: conn.execute(stmt).scalar_one())
         return count
 
     async def counts(self) -> dict[tuple[str, str], int]:
-        stmt = select(JOBS.c.state, JOBS.c.kind, func.count()).group_by(JOBS.c.state, JOBS.c.kind)
+        stmt = select(JOB_COUNTS).where(JOB_COUNTS.c.count > 0)
         rows = await self._db.read(lambda conn: conn.execute(stmt).all())
         return {(str(state), str(kind)): count for state, kind, count in rows}
 
@@ -379,19 +373,45 @@ def _jobs(stmt: Select[Any], conn: Connection) -> list[Job]:
 
 
 _QUEUED = JOBS.c.state == str(JobState.QUEUED)
+_RUNNING = JOBS.c.state == str(JobState.RUNNING)
 _TERMINAL = [str(state) for state in JobState if state.is_terminal]
+_COUNT_QUEUED = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
+    JOB_COUNTS.c.state == str(JobState.QUEUED)
+)
+"""From the counts the triggers keep: one row per kind, however long the queue."""
+
+
+def _list_statement(where: JobFilter, limit: int, before_seq: int | None) -> Select[Any]:
+    """Newest first. With a filter, each (state, kind) pair it allows is read from its own range
+    of the index (state, kind, seq), newest first, `limit` rows at most; the newest `limit` of
+    those are the page. So a page costs a few index seeks and not a sort of every match, which
+    `state IN (...) ORDER BY seq DESC` over a long history would be."""
+    stmt = select(JOBS).order_by(JOBS.c.seq.desc()).limit(limit)
+    older = JOBS.c.seq < before_seq if before_seq is not None else None
+    if not where.states and not where.kinds:
+        return stmt if older is None else stmt.where(older)
+    pairs = [
+        select(JOBS.c.seq)
+        .where(JOBS.c.state == str(state), JOBS.c.kind == str(kind))
+        .where(*(() if older is None else (older,)))
+        .order_by(JOBS.c.seq.desc())
+        .limit(limit)
+        .subquery()
+        for state in where.states or tuple(JobState)
+        for kind in where.kinds or tuple(JobKind)
+    ]
+    candidates = union_all(*(select(pair.c.seq) for pair in pairs)).subquery()
+    newest = select(candidates.c.seq).order_by(candidates.c.seq.desc()).limit(limit)
+    return stmt.where(JOBS.c.seq.in_(newest))
 
 
 def _insert_queued() -> Insert:
     """INSERT a queued job if the queue has room and its model (if any) is usable; with an
     idempotency key already taken, insert nothing. Returns the new row, or no row.
 
-    The count stops at `max_queued`, so its cost is bounded by the bound, not by the queue.
+    The queue's length is read from the counts the triggers keep, not counted.
     """
-    queued: Select[Any] = select(literal_column("1")).where(_QUEUED).limit(bindparam("max_queued"))
-    room = select(func.count()).select_from(queued.subquery()).scalar_subquery() < bindparam(
-        "max_queued"
-    )
+    room = _COUNT_QUEUED.scalar_subquery() < bindparam("max_queued")
     model_id = bindparam("model_id", type_=JOBS.c.model_id.type)
     usable = select(MODELS.c.id).where(MODELS.c.id == model_id, MODELS.c.usable).exists()
     model_ok: ColumnElement[bool] = or_(model_id.is_(None), usable)
@@ -500,10 +520,11 @@ def _cancel(job_id: str, now: datetime, conn: Connection) -> Job:
 
 
 def _recover(now: datetime, conn: Connection) -> list[Job]:
-    running = select(JOBS).where(JOBS.c.state == str(JobState.RUNNING)).order_by(JOBS.c.seq)
+    # Sorted here, not by SQL: with `ORDER BY seq`, SQLite may walk every job in seq order
+    # rather than seek the few running ones (it does once `ANALYZE` has seen a long history).
+    running = [job_from_row(row) for row in conn.execute(select(JOBS).where(_RUNNING)).mappings()]
     changed = []
-    for row in conn.execute(running).mappings().all():
-        job = job_from_row(row)
+    for job in sorted(running, key=lambda job: job.seq):
         state, error = after_interruption(job)
         values: dict[str, Any] = {"state": str(state)}
         if state is JobState.QUEUED:

@@ -87,6 +87,18 @@ class JobRow(SQLModel, table=True):
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
 
 
+class JobCountRow(SQLModel, table=True):
+    """How many jobs there are per (state, kind), kept by triggers on `jobs` (migration 0004),
+    so that a `/metrics` scrape and the queue bound of every submission read a few rows rather
+    than count the whole history."""
+
+    __tablename__ = "job_counts"
+
+    state: str = Field(primary_key=True)
+    kind: str = Field(primary_key=True)
+    count: int
+
+
 class ModelRow(SQLModel, table=True):
     __tablename__ = "models"
 
@@ -104,10 +116,17 @@ class ModelRow(SQLModel, table=True):
 
 JOBS: Table = JobRow.metadata.tables["jobs"]
 MODELS: Table = ModelRow.metadata.tables["models"]
+JOB_COUNTS: Table = JobCountRow.metadata.tables["job_counts"]
 
 # Serves `next_queued` (WHERE state = 'queued' ORDER BY priority DESC, seq) in index order, with
 # no sort, and the bounded count of queued jobs in `create`. Migration 0003 builds it.
 Index("ix_jobs_state_priority_desc_seq", JOBS.c.state, JOBS.c.priority.desc(), JOBS.c.seq)
+# Serves `list_jobs` with filters: each (state, kind) pair is read newest first from its own range
+# of this index and stops after one page, however long the history. Migration 0004 builds it.
+Index("ix_jobs_state_kind_seq", JOBS.c.state, JOBS.c.kind, JOBS.c.seq)
+# Serves `recent_durations` (newest finished first, for Retry-After) without a scan of the
+# history. Migration 0004 builds it.
+Index("ix_jobs_finished_at", JOBS.c.finished_at)
 
 
 NEW_JOB_COLUMNS = (
