@@ -113,6 +113,7 @@ async def _start(
     class_name_limits = ClassNameLimits(settings.max_class_names, settings.max_class_names_bytes)
     # Request-time file work gets its own threads: not the jobs', not anyio's default pool.
     file_limiter = anyio.CapacityLimiter(settings.request_file_threads)
+    walk_limiter = anyio.CapacityLimiter(settings.request_walk_threads)
     models = ModelRegistry(
         model_store,
         settings.models_dir,
@@ -156,6 +157,7 @@ async def _start(
         ),
         class_name_limits=class_name_limits,
         file_limiter=file_limiter,
+        walk_limiter=walk_limiter,
     )
     await dispatcher.recover()
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
@@ -192,6 +194,7 @@ async def _start(
         jobs=service,
         migrations_at_head=migrations_at_head,
         file_limiter=file_limiter,
+        walk_limiter=walk_limiter,
     )
 
 

@@ -113,6 +113,12 @@ class Settings(BaseSettings):
         description="Threads for the file work of requests (inputs, datasets, imports, "
         "uploads, results), apart from the jobs' threads.",
     )
+    request_walk_threads: int = Field(
+        default=4,
+        ge=1,
+        description="Threads for expanding the globs of submissions, apart from the other file "
+        "work of requests: a flood of costly walks queues here, not in front of cheap requests.",
+    )
     max_request_bytes: int = Field(
         default=1 << 20, ge=1024, description="Largest JSON request body (413 beyond)."
     )

@@ -39,6 +39,7 @@ from yolo_orch.errors import (
 from yolo_orch.inputs import InputLimits, resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
+from yolo_orch.paths import is_glob
 from yolo_orch.queue_wait import expected_wait_s
 from yolo_orch.resultfile import EntryPage
 from yolo_orch.runners.base import Runtime
@@ -68,10 +69,13 @@ class JobService:
         class_name_limits: ClassNameLimits,
         input_limits: InputLimits,
         file_limiter: anyio.CapacityLimiter,
+        walk_limiter: anyio.CapacityLimiter,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from
-        anyio's default pool, so neither can starve the other."""
+        anyio's default pool, so neither can starve the other. `walk_limiter` bounds those
+        expanding globs, the one kind of file work a client can make costly: a flood of walks
+        waits for its own threads while other requests go on."""
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -84,6 +88,7 @@ class JobService:
         self._class_name_limits = class_name_limits
         self._input_limits = input_limits
         self._file_limiter = file_limiter
+        self._walk_limiter = walk_limiter
         self.draining = False
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -130,21 +135,24 @@ class JobService:
         if model_id is None and new.model == SIM_MODEL:
             spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
         elif new.kind is JobKind.INFERENCE and "files" not in spec:
-            paths = await anyio.to_thread.run_sync(
-                resolve_inputs,
-                spec["inputs"],
-                self._data_roots,
-                self._input_limits,
-                limiter=self._file_limiter,
+            inputs: list[str] = spec["inputs"]
+            walks = any(is_glob(pattern) for pattern in inputs)
+            spec["files"] = await anyio.to_thread.run_sync(
+                self._resolved_files,
+                inputs,
+                limiter=self._walk_limiter if walks else self._file_limiter,
             )
-            spec["files"] = [
-                {"path": str(path), "name": _display_name(path, self._data_roots)} for path in paths
-            ]
         elif new.kind in (JobKind.TRAINING, JobKind.VALIDATION):
             spec["dataset_path"] = str(await self._checked_dataset(spec, task))
             if new.kind is JobKind.TRAINING:
                 await self._check_output_name(spec["params"].get("output_name"))
         return replace(new, spec=spec, model_id=model_id)
+
+    def _resolved_files(self, inputs: list[str]) -> list[JsonObject]:
+        paths = resolve_inputs(inputs, self._data_roots, self._input_limits)
+        return [
+            {"path": str(path), "name": _display_name(path, self._data_roots)} for path in paths
+        ]
 
     async def _checked_dataset(self, spec: JsonObject, task: str | None) -> Path:
         """A dataset under the data roots that fits the model's task (`task_mismatch`), with

@@ -38,6 +38,7 @@ class Services:
     migrations_at_head: Callable[[], bool]
     """Blocking; readiness runs it in a thread."""
     file_limiter: anyio.CapacityLimiter
+    walk_limiter: anyio.CapacityLimiter
     """The threads for request-time file work (see `JobService`)."""
 
 

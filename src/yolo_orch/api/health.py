@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import anyio.to_thread
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -22,8 +23,9 @@ async def healthz() -> Health:
     response_model=Readiness,
     summary="Readiness: database writable, migrations at head, lanes present, not draining",
     description="200 `ready`; 200 `degraded` when some lane's GPU reports a fatal state (the "
-    "others keep serving) or when every thread for request-time file work is busy and requests "
-    "wait for one (`file_workers_available` false); 503 `not_ready` otherwise.",
+    "others keep serving) or when every thread for request-time file work, or for expanding "
+    "globs, is busy and requests wait for one (`file_workers_available` or "
+    "`walk_workers_available` false); 503 `not_ready` otherwise.",
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(services: ServicesDep) -> JSONResponse:
@@ -39,12 +41,11 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         "lanes_present": any(healthy),
         "accepting_jobs": not services.jobs.draining,
     }
-    workers = services.file_limiter.statistics()
-    # Waiting requests, not merely busy threads: the pool is then the bottleneck.
-    file_workers = workers.borrowed_tokens < workers.total_tokens or workers.tasks_waiting == 0
+    file_workers = _available(services.file_limiter)
+    walk_workers = _available(services.walk_limiter)
     if not all(checks.values()):
         status = "not_ready"
-    elif not all(healthy) or not file_workers:
+    elif not all(healthy) or not file_workers or not walk_workers:
         status = "degraded"  # serving, but slower or on the lanes left; an operator should look
     else:
         status = "ready"
@@ -54,6 +55,13 @@ async def readyz(services: ServicesDep) -> JSONResponse:
             **checks,
             "all_lanes_healthy": all(healthy),
             "file_workers_available": file_workers,
+            "walk_workers_available": walk_workers,
         },
     )
     return JSONResponse(body.model_dump(), status_code=503 if status == "not_ready" else 200)
+
+
+def _available(limiter: anyio.CapacityLimiter) -> bool:
+    # Waiting requests, not merely busy threads: the pool is then the bottleneck.
+    workers = limiter.statistics()
+    return workers.borrowed_tokens < workers.total_tokens or workers.tasks_waiting == 0
