@@ -30,6 +30,7 @@ from yolo_orch.errors import (
 from yolo_orch.inputs import resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
+from yolo_orch.params.inference import check_task
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
 
@@ -97,6 +98,8 @@ class JobService:
             model = await self._models.get(new.model)
             if not model.usable:
                 raise ModelUnusable(new.model)
+            if new.kind is JobKind.INFERENCE:
+                check_task(new.spec["params"], model.task)
             model_id = model.id
         spec = dict(new.spec)
         if model_id is None and new.model == SIM_MODEL:
