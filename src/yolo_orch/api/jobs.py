@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from yolo_orch.api.deps import JobServiceDep, Services, ServicesDep
 from yolo_orch.api.problems import problem_responses
+from yolo_orch.api.results import JobResultDetail
 from yolo_orch.api.schemas import (
     InferenceJobCreate,
     JobCreate,
@@ -231,8 +232,10 @@ async def cancel_job(job_id: JobId, jobs: JobServiceDep, response: Response) -> 
 @router.get(
     "/{job_id}/result",
     summary="The full result of a succeeded job",
-    description="Inference: detections per image. Training: metrics and the produced model.",
-    responses={200: {"content": {"application/json": {}}}, **problem_responses(404, 409)},
+    description="Inference: per image, what the model's task finds (detections; with masks, "
+    "keypoints or rotated boxes; classes; or a class or depth map, saved as an artifact). "
+    "Training: metrics and the produced model.",
+    responses={200: {"model": JobResultDetail}, **problem_responses(404, 409)},
 )
 async def get_result(job_id: JobId, jobs: JobServiceDep) -> Response:
     return Response(await jobs.result(job_id), media_type="application/json")

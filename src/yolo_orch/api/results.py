@@ -1,0 +1,168 @@
+"""The shapes of an inference job's full result (GET /v1/jobs/{id}/result), one per model task.
+
+The route serves the stored result file as it is; these models describe it in the OpenAPI
+document, and the tests validate every task's real result against them, so they stay true to
+`runners/encode.py`, which writes the entries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Box(_Shape):
+    """Axis-aligned, in the original image's pixels."""
+
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+
+
+class Detection(_Shape):
+    class_id: int
+    class_name: str
+    confidence: float
+    box: Box
+
+
+class RunLength(_Shape):
+    size: tuple[int, int] = Field(description="[height, width] of the image.")
+    counts: str = Field(description="COCO compressed RLE counts (pycocotools' `mask.decode`).")
+
+
+class MaskPolygons(_Shape):
+    polygons: list[list[tuple[float, float]]] = Field(
+        description="One ring of [x, y] per separate part of the mask, in image pixels."
+    )
+
+
+class MaskRle(_Shape):
+    rle: RunLength
+
+
+class SegmentDetection(Detection):
+    mask: MaskPolygons | MaskRle | None = Field(
+        default=None, description='Per `params.mask_format`; absent with "none".'
+    )
+
+
+class PoseDetection(Detection):
+    keypoints: list[tuple[float, float, float | None]] = Field(
+        description="[x, y, confidence] per keypoint in the model's order (confidence null "
+        "for models whose keypoints have none)."
+    )
+    keypoint_names: list[str] | None = Field(
+        default=None, description="Where the model's metadata names its keypoints."
+    )
+
+
+class OrientedBox(_Shape):
+    cx: float
+    cy: float
+    w: float
+    h: float
+    rotation: float = Field(description="Radians.")
+    points: list[tuple[float, float]] = Field(
+        min_length=4, max_length=4, description="The four corners, [x, y] each."
+    )
+
+
+class ObbDetection(_Shape):
+    class_id: int
+    class_name: str
+    confidence: float
+    obb: OrientedBox
+
+
+class ClassScore(_Shape):
+    class_id: int
+    class_name: str
+    confidence: float
+
+
+class ClassShare(_Shape):
+    class_id: int
+    class_name: str
+    pixel_ratio: float = Field(description="Share of the image's pixels given this class.")
+
+
+class DepthStats(_Shape):
+    """Metres, over the finite pixels."""
+
+    min: float
+    mean: float
+    max: float
+
+
+class _Image(_Shape):
+    source: str = Field(description="The input as the client named it.")
+    width: int
+    height: int
+    annotated: str | None = Field(
+        default=None, description="With `save_annotated`: the annotated image's artifact name."
+    )
+
+
+class DetectImage(_Image):
+    detections: list[Detection]
+
+
+class SegmentImage(_Image):
+    detections: list[SegmentDetection]
+
+
+class PoseImage(_Image):
+    detections: list[PoseDetection]
+
+
+class ObbImage(_Image):
+    detections: list[ObbDetection] = Field(description="Rotated boxes instead of `box`.")
+
+
+class ClassifyImage(_Image):
+    classes: list[ClassScore] = Field(description="The top `params.top_k`, best first.")
+
+
+class SemanticImage(_Image):
+    classes: list[ClassShare]
+    map: str = Field(description="Artifact: the class-index map as a PNG (16-bit past 256).")
+
+
+class DepthImage(_Image):
+    depth: DepthStats | None = Field(description="null when no pixel has a finite depth.")
+    map: str = Field(
+        description='Artifact: float32 metres as `.npy`, or with `depth_format: "png16"` a '
+        "16-bit PNG of millimetres."
+    )
+
+
+class ImageError(_Shape):
+    source: str
+    error: str = Field(description="Why the image could not be read; the job still succeeds.")
+
+
+ImageResult = (
+    DetectImage
+    | SegmentImage
+    | PoseImage
+    | ObbImage
+    | ClassifyImage
+    | SemanticImage
+    | DepthImage
+    | ImageError
+)
+
+
+class InferenceResultDetail(_Shape):
+    images: list[ImageResult] = Field(description="In input order; the shape is the model task's.")
+
+
+class JobResultDetail(RootModel[InferenceResultDetail | dict[str, Any]]):
+    """Inference: per image, the model task's result. Other kinds: see the README."""
