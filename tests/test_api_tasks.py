@@ -184,3 +184,20 @@ async def test_the_openapi_document_describes_each_tasks_result(
     params = schemas["InferenceParams"]["properties"]
     assert params["mask_format"]["x-tasks"] == ["segment"]
     assert params["top_k"]["x-tasks"] == ["classify"]
+
+
+async def test_an_upload_for_a_mismatched_task_is_refused_and_its_images_not_kept(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    await _import(client, "classify")
+    image = (tmp_path / "data" / "shots" / "img0.jpg").read_bytes()
+
+    response = await client.post(
+        "/v1/jobs/inference",
+        data={"model": "classify", "params": '{"max_det": 3}'},
+        files=[("images", ("a.jpg", image, "image/jpeg"))],
+    )
+
+    assert_problem(response, 422, "task_mismatch")
+    assert await _job_count(client) == 0
+    assert list((tmp_path / "var" / "jobs").glob("*")) == []
