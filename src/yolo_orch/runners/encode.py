@@ -51,7 +51,11 @@ class Encoding:
             top_k=params.top_k or DEFAULT_TOP_K,
             depth_format=params.depth_format or DEFAULT_DEPTH_FORMAT,
             keypoint_names=(
-                {int(k): [str(n) for n in v] for k, v in names.items()}
+                {
+                    k: [str(n) for n in v]
+                    for k, v in names.items()
+                    if isinstance(k, int) and isinstance(v, list | tuple)
+                }
                 if isinstance(names, dict)
                 else {}
             ),
