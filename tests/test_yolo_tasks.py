@@ -296,3 +296,17 @@ def test_open_vocabulary_models_are_refused_at_import_and_rtdetr_is_a_detector(
         inspect_checkpoint(tmp_path / "world.pt")
 
     assert inspect_checkpoint(checkpoints["rtdetr"].path).task == "detect"
+
+
+def test_a_model_of_no_task_inference_runs_is_refused_at_import(tmp_path: Path) -> None:
+    from ultralytics.models import YOLO
+    from ultralytics.nn.tasks import DetectionModel
+
+    model = YOLO("yolo11n.yaml")
+    net = DetectionModel("yolo11n.yaml", nc=1, verbose=False)  # type: ignore[no-untyped-call]
+    net.task = "regress"
+    model.model = net
+    model.save(tmp_path / "odd.pt")
+
+    with pytest.raises(InvalidWeights, match=r"task \(regress\) is none of detect, segment"):
+        inspect_checkpoint(tmp_path / "odd.pt")
