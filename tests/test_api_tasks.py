@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import serve, wait_terminal
 from tests.test_api import assert_problem
 from tests.yolo_fixtures import TASK_CONFIGS, build_task_checkpoint, ensure_ultralytics, make_images
+from yolo_orch.api import results
 from yolo_orch.api.results import InferenceResultDetail
 from yolo_orch.app import create_app
 from yolo_orch.clock import utcnow
@@ -181,6 +182,14 @@ async def test_the_openapi_document_describes_each_tasks_result(
         "InferenceResultDetail",
     ):
         assert name in schemas, name
+    examples = {
+        name: schemas[name]["examples"]
+        for name in vars(results)
+        if name in schemas and name.endswith("Image") and name != "ImageError"
+    }
+    assert len(examples) == len(TASK_CONFIGS)
+    for name, [example] in examples.items():  # each example is a valid entry
+        getattr(results, name).model_validate(example)
     params = schemas["InferenceParams"]["properties"]
     assert params["mask_format"]["x-tasks"] == ["segment"]
     assert params["top_k"]["x-tasks"] == ["classify"]

@@ -111,31 +111,180 @@ class _Image(_Shape):
 
 
 class DetectImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "detections": [
+                        {
+                            "class_id": 0,
+                            "class_name": "car",
+                            "confidence": 0.91,
+                            "box": {"x1": 12.5, "y1": 40.0, "x2": 210.3, "y2": 180.9},
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
     detections: list[Detection]
 
 
 class SegmentImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "detections": [
+                        {
+                            "class_id": 0,
+                            "class_name": "car",
+                            "confidence": 0.91,
+                            "box": {"x1": 12.5, "y1": 40.0, "x2": 210.3, "y2": 180.9},
+                            "mask": {"polygons": [[[14.0, 41.0], [209.0, 43.0], [205.0, 179.0]]]},
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
     detections: list[SegmentDetection]
 
 
 class PoseImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "detections": [
+                        {
+                            "class_id": 0,
+                            "class_name": "person",
+                            "confidence": 0.88,
+                            "box": {"x1": 80.0, "y1": 30.0, "x2": 160.0, "y2": 300.0},
+                            "keypoints": [[101.2, 55.0, 0.97], [96.4, 50.1, 0.95]],
+                            "keypoint_names": ["nose", "left_eye"],
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
     detections: list[PoseDetection]
 
 
 class ObbImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "detections": [
+                        {
+                            "class_id": 1,
+                            "class_name": "ship",
+                            "confidence": 0.8,
+                            "obb": {
+                                "cx": 320.0,
+                                "cy": 200.0,
+                                "w": 120.0,
+                                "h": 40.0,
+                                "rotation": 0.52,
+                                "points": [
+                                    [278.2, 153.4],
+                                    [382.1, 213.4],
+                                    [361.8, 246.6],
+                                    [257.9, 186.6],
+                                ],
+                            },
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
     detections: list[ObbDetection] = Field(description="Rotated boxes instead of `box`.")
 
 
 class ClassifyImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "classes": [
+                        {"class_id": 3, "class_name": "tabby", "confidence": 0.82},
+                        {"class_id": 5, "class_name": "tiger cat", "confidence": 0.11},
+                    ],
+                }
+            ]
+        },
+    )
+
     classes: list[ClassScore] = Field(description="The top `params.top_k`, best first.")
 
 
 class SemanticImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "classes": [
+                        {"class_id": 0, "class_name": "road", "pixel_ratio": 0.61},
+                        {"class_id": 2, "class_name": "car", "pixel_ratio": 0.39},
+                    ],
+                    "map": "00000_a_classes.png",
+                }
+            ]
+        },
+    )
+
     classes: list[ClassShare]
     map: str = Field(description="Artifact: the class-index map as a PNG (16-bit past 256).")
 
 
 class DepthImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "depth": {"min": 0.8, "mean": 4.2, "max": 19.7},
+                    "map": "00000_a_depth.npy",
+                }
+            ]
+        },
+    )
+
     depth: DepthStats | None = Field(description="null when no pixel has a finite depth.")
     map: str = Field(
         description='Artifact: float32 metres as `.npy`, or with `depth_format: "png16"` a '
