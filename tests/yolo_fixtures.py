@@ -6,7 +6,7 @@
   shipped `yolo11n.yaml` and written with `Model.save` (0.2 s; no training, no download). Its class
   head is biased so that every image yields class-0 detections, which makes results predictable.
 - `build_task_checkpoint(path, task)`: the same for any task, from its shipped config
-  (`TASK_CONFIGS`); heads with class logits are biased the same way; pose models name keypoints.
+  (`TASK_CONFIGS`), seeded; class heads biased the same way; pose models name their keypoints.
 - `make_images(folder, n)`: small JPEGs of noise with coloured rectangles; `write_corrupt(path)`.
 - `make_context(...)`: a `RunContext` whose progress calls are recorded.
 
@@ -68,10 +68,11 @@ KEYPOINT_NAMES = tuple(f"point{i}" for i in range(17))
 
 
 def build_task_checkpoint(
-    path: Path, task: str, class_names: tuple[str, ...] = CLASS_NAMES
+    path: Path, task: str, class_names: tuple[str, ...] = CLASS_NAMES, seed: int = 0
 ) -> Path:
-    """Write an untrained checkpoint of `task` (`TASK_CONFIGS`; `rtdetr` builds an RT-DETR) whose
-    box and class heads favour class 0, so that every image yields class-0 results."""
+    """Write an untrained checkpoint of `task` (`TASK_CONFIGS`; `rtdetr` builds an RT-DETR), its
+    weights drawn from `seed`, whose class heads favour class 0 so that every image yields class-0
+    results (and a segment model's masks fill their boxes)."""
     import torch
     from ultralytics.models import YOLO
     from ultralytics.nn import tasks
@@ -87,7 +88,9 @@ def build_task_checkpoint(
         "rtdetr": tasks.RTDETRDetectionModel,
     }
     config = "rtdetr-l.yaml" if task == "rtdetr" else TASK_CONFIGS[task]
-    net: Any = models[task](config, nc=len(class_names), verbose=False)
+    with torch.random.fork_rng():  # the same weights every run, the process's RNG untouched
+        torch.manual_seed(seed)
+        net: Any = models[task](config, nc=len(class_names), verbose=False)
     net.names = dict(enumerate(class_names))
     net.task = "detect" if task == "rtdetr" else task
     head = net.model[-1]
@@ -97,6 +100,10 @@ def build_task_checkpoint(
                 bias = branch[-1].bias
                 bias.fill_(-10.0)
                 bias[0] = 4.0
+        if task == "segment":  # positive prototypes and coefficients: each mask fills its box
+            head.proto.cv3.bn.bias.fill_(3.0)
+            for branch in head.cv4:
+                branch[-1].bias.fill_(1.0)
         elif task == "classify":
             head.linear.bias.copy_(torch.arange(len(class_names), 0, -1, dtype=torch.float) * 2)
     if task == "pose":
