@@ -156,6 +156,7 @@ async def test_inference_on_files_under_a_data_root(host: Host) -> None:
     assert done["devices"] == ["cpu"]
     assert done["progress"] == {"done": 4, "total": 4, "unit": "images", "detail": None}
     assert done["result"] == {
+        "task": "detect",
         "images": 4,
         "detections": done["result"]["detections"],
         "failed_images": 1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,6 +21,7 @@ from yolo_orch.domain import Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.runners.model_cache import ModelCache
 from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
 
 IMGSZ = 128  # small and quick; the images are 96-200 px wide
@@ -78,7 +79,12 @@ def test_runs_images_reports_progress_and_isolates_a_corrupt_file(
             assert 0 <= box["x1"] <= box["x2"] <= width
             assert 0 <= box["y1"] <= box["y2"] <= height
     detections = sum(len(entry.get("detections", [])) for entry in detail)
-    assert result.summary == {"images": 4, "detections": detections, "failed_images": 1}
+    assert result.summary == {
+        "task": "detect",
+        "images": 4,
+        "detections": detections,
+        "failed_images": 1,
+    }
     assert not (tmp_path / "job" / "artifacts").exists()
 
 
@@ -335,7 +341,7 @@ def test_images_of_one_shape_are_predicted_in_one_batch_with_per_image_results(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import yolo_orch.runners.inference as inference
+    import yolo_orch.runners.decode as inference
 
     corrupt = write_corrupt(tmp_path / "broken.jpg")
     inputs = [*many_images[:5], corrupt, *many_images[5:]]
@@ -371,7 +377,7 @@ def test_chunks_are_bounded_by_count_and_by_decoded_size(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import yolo_orch.runners.inference as inference
+    import yolo_orch.runners.decode as inference
 
     same_shape = many_images[::4]  # 3 images of one shape
     runner.run(RecordingContext().context(tmp_path, same_shape[:1], imgsz=IMGSZ))
@@ -400,7 +406,7 @@ def test_cancel_inside_a_batch_stops_and_releases_the_predictor(
     assert [p.done for p in recorder.progress] == [0, 1]
     # The stream was closed at once, not when the exception (whose traceback holds the runner's
     # frames, and so the suspended generator) is collected: the predictor's lock is free.
-    [model] = runner._lane("cpu").idle.values()
+    [model] = runner._cache._lane("cpu").idle.values()
     assert model.predictor is not None
     assert model.predictor._lock.acquire(blocking=False)
     model.predictor._lock.release()
@@ -421,7 +427,7 @@ def test_a_cancel_after_the_last_image_does_not_fail_the_finished_job(
 
 
 def test_batch_size_keeps_the_pixel_budget_of_16_images_at_640() -> None:
-    from yolo_orch.runners.inference import _batch_size
+    from yolo_orch.runners.decode import batch_size as _batch_size
 
     assert [_batch_size(s) for s in (128, 320, 452, 640, 1280, 2560, 8192)] == [
         32,
@@ -445,31 +451,27 @@ def test_the_cpu_lane_leaves_a_core_to_the_server(
     assert default_cpu_threads() == threads
 
 
-class _CountersUnderTheRunnerLock(YoloInferenceRunner):
-    """Fails a write to the runner-wide counters made without `_lanes_lock` held (the counters
+class _CountersUnderTheCacheLock(ModelCache):
+    """Fails a write to the cache-wide counters made without `_lanes_lock` held (the counters
     are shared by all lanes; a lane's own lock does not serialise them)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("_hits", "_loads") and hasattr(self, name):
+        if name in ("hits", "loads") and hasattr(self, name):
             assert self._lanes_lock.locked(), f"{name} written without _lanes_lock"
         super().__setattr__(name, value)
 
 
-def test_cache_hits_are_counted_under_the_runner_wide_lock(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_cache_hits_are_counted_under_the_cache_wide_lock() -> None:
     # The race itself (two lanes incrementing at once) cannot be made deterministic: this
     # checks the mechanism, that every increment holds the lock the other lanes take too.
-    runner = _CountersUnderTheRunnerLock(fixed_resolver({}), model_cache_size=2, data_roots=[])
-    monkeypatch.setattr(runner, "_load", lambda device, weights, params: object())
+    cache = _CountersUnderTheCacheLock(2)
     weights = ResolvedWeights(Path("/nonexistent/model.pt"), "0" * 64)
-    params = InferenceParams()
 
     for device in ("cpu", "cuda:0", "cpu", "cuda:0"):
-        with runner._checkout(device, weights, params):
+        with cache.checkout(device, weights, lambda: cast(Any, object())):
             pass
 
-    assert runner.cache_hits == 2
+    assert (cache.hits, cache.loads) == (2, 2)
 
 
 @pytest.mark.parametrize(

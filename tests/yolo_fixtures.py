@@ -5,6 +5,8 @@
 - `build_checkpoint(path)`: a real ultralytics checkpoint of an untrained yolo11n, built from the
   shipped `yolo11n.yaml` and written with `Model.save` (0.2 s; no training, no download). Its class
   head is biased so that every image yields class-0 detections, which makes results predictable.
+- `build_task_checkpoint(path, task)`: the same for any task, from its shipped config
+  (`TASK_CONFIGS`), seeded; class heads biased the same way; pose models name their keypoints.
 - `make_images(folder, n)`: small JPEGs of noise with coloured rectangles; `write_corrupt(path)`.
 - `make_context(...)`: a `RunContext` whose progress calls are recorded.
 
@@ -44,6 +46,69 @@ def build_checkpoint(path: Path, class_names: tuple[str, ...] = CLASS_NAMES) -> 
             bias.fill_(-10.0)
             bias[0] = 4.0
     model = YOLO("yolo11n.yaml", task="detect")
+    model.model = net
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.save(path)
+    return path
+
+
+TASK_CONFIGS = {
+    "detect": "yolo11n.yaml",
+    "segment": "yolo11n-seg.yaml",
+    "pose": "yolo11n-pose.yaml",
+    "obb": "yolo11n-obb.yaml",
+    "classify": "yolo11n-cls.yaml",
+    "semantic": "yolo26n-sem.yaml",
+    "depth": "yolo26n-depth.yaml",
+}
+"""A shipped architecture per task (`ultralytics/cfg/models`)."""
+
+KEYPOINT_NAMES = tuple(f"point{i}" for i in range(17))
+"""What `build_task_checkpoint` names a pose model's keypoints (its `kpt_names` metadata)."""
+
+
+def build_task_checkpoint(
+    path: Path, task: str, class_names: tuple[str, ...] = CLASS_NAMES, seed: int = 0
+) -> Path:
+    """Write an untrained checkpoint of `task` (`TASK_CONFIGS`; `rtdetr` builds an RT-DETR), its
+    weights drawn from `seed`, whose class heads favour class 0 so that every image yields class-0
+    results (and a segment model's masks fill their boxes)."""
+    import torch
+    from ultralytics.models import YOLO
+    from ultralytics.nn import tasks
+
+    models: dict[str, Any] = {
+        "detect": tasks.DetectionModel,
+        "segment": tasks.SegmentationModel,
+        "pose": tasks.PoseModel,
+        "obb": tasks.OBBModel,
+        "classify": tasks.ClassificationModel,
+        "semantic": tasks.SemanticSegmentationModel,
+        "depth": tasks.DepthModel,
+        "rtdetr": tasks.RTDETRDetectionModel,
+    }
+    config = "rtdetr-l.yaml" if task == "rtdetr" else TASK_CONFIGS[task]
+    with torch.random.fork_rng():  # the same weights every run, the process's RNG untouched
+        torch.manual_seed(seed)
+        net: Any = models[task](config, nc=len(class_names), verbose=False)
+    net.names = dict(enumerate(class_names))
+    net.task = "detect" if task == "rtdetr" else task
+    head = net.model[-1]
+    with torch.no_grad():
+        if task in ("detect", "segment", "pose", "obb"):
+            for branch in head.cv3:  # class logits per stride: class 0 everywhere, nothing else
+                bias = branch[-1].bias
+                bias.fill_(-10.0)
+                bias[0] = 4.0
+        if task == "segment":  # positive prototypes and coefficients: each mask fills its box
+            head.proto.cv3.bn.bias.fill_(3.0)
+            for branch in head.cv4:
+                branch[-1].bias.fill_(1.0)
+        elif task == "classify":
+            head.linear.bias.copy_(torch.arange(len(class_names), 0, -1, dtype=torch.float) * 2)
+    if task == "pose":
+        net.kpt_names = {key: list(KEYPOINT_NAMES) for key in range(len(class_names))}
+    model = YOLO(config if task != "rtdetr" else "yolo11n.yaml", task=net.task)
     model.model = net
     path.parent.mkdir(parents=True, exist_ok=True)
     model.save(path)

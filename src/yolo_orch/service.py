@@ -39,6 +39,7 @@ from yolo_orch.errors import (
 from yolo_orch.inputs import InputLimits, resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
+from yolo_orch.params.inference import check_task
 from yolo_orch.paths import is_glob
 from yolo_orch.queue_wait import expected_wait_s
 from yolo_orch.resultfile import EntryPage
@@ -130,6 +131,8 @@ class JobService:
             model = await self._models.get(new.model)
             if not model.usable:
                 raise ModelUnusable(new.model)
+            if new.kind is JobKind.INFERENCE:
+                check_task(new.spec["params"], model.task)
             model_id, task = model.id, model.task
         spec = dict(new.spec)
         if model_id is None and new.model == SIM_MODEL:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from yolo_orch.errors import InvalidWeights, ModelTampered
+from yolo_orch.params.inference import INFERENCE_TASKS
 
 __all__ = [
     "CheckpointInfo",
@@ -62,7 +63,7 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
     references code outside the allow-list, random bytes, a text file, a plain tensor dict.
     """
     import torch
-    from ultralytics.nn.tasks import BaseModel, _SafeLoad, guess_model_task, torch_safe_load
+    from ultralytics.nn.tasks import BaseModel, _SafeLoad, torch_safe_load
 
     if path.suffix.lower() != ".pt":
         raise InvalidWeights(path, "the file name must end in .pt")
@@ -80,16 +81,34 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
     model: Any = ckpt.get("ema") or ckpt.get("model")
     if not isinstance(model, BaseModel):
         raise InvalidWeights(path, "holds no ultralytics model under 'model' or 'ema'")
-    task = getattr(model, "task", None) or guess_model_task(model)  # type: ignore[no-untyped-call]
+    task = _served_task(path, model)
     yaml: Any = getattr(model, "yaml", None)
     architecture = yaml.get("yaml_file") if isinstance(yaml, dict) else None
     version = ckpt.get("version")
     return CheckpointInfo(
-        task=str(task),
+        task=task,
         class_names=_class_names(path, getattr(model, "names", None)),
         architecture=str(architecture) if architecture else None,
         ultralytics_version=str(version) if version else None,
     )
+
+
+def _served_task(path: Path, model: object) -> str:
+    """The task inference serves the model as, or `InvalidWeights` saying why it is not served."""
+    from ultralytics.nn.tasks import RTDETRDetectionModel, WorldModel, YOLOEModel, guess_model_task
+
+    if isinstance(model, WorldModel | YOLOEModel):
+        # Their classes come from text prompts: setting them needs a CLIP text encoder that
+        # ultralytics downloads, and this server never reaches the network.
+        raise InvalidWeights(path, "open-vocabulary models (YOLO-World, YOLOE) are not served")
+    if isinstance(model, RTDETRDetectionModel):
+        return "detect"  # no head name ultralytics' guess knows; its predictor yields boxes
+    task = getattr(model, "task", None) or guess_model_task(model)  # type: ignore[no-untyped-call]
+    if task not in INFERENCE_TASKS:
+        raise InvalidWeights(
+            path, f"the model's task ({task or 'unknown'}) is none of {', '.join(INFERENCE_TASKS)}"
+        )
+    return str(task)
 
 
 def _class_names(path: Path, names: object) -> tuple[str, ...]:

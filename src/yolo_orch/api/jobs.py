@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from yolo_orch.api.deps import JobServiceDep, Services, ServicesDep
 from yolo_orch.api.problems import problem_responses
+from yolo_orch.api.results import JobResultDetail
 from yolo_orch.api.schemas import (
     InferenceJobCreate,
     JobCreate,
@@ -250,13 +251,15 @@ RESULT_PAGE_MAX = 1000
 @router.get(
     "/{job_id}/result",
     summary="The full result of a succeeded job, or a page of its per-image entries",
-    description="Inference: detections per image (`images`). Training: metrics and the produced "
+    description="Inference: per image (`images`), what the model's task finds (detections; "
+    "with masks, keypoints or rotated boxes; classes; or a class or depth map, saved as an "
+    "artifact). Training: metrics and the produced "
     "model. Without `offset` and `limit`, the whole result, streamed from disk. With either, a "
     'page of the per-image entries: `{"offset", "limit", "total", "next_offset", '
     '"images"}`, where `images` holds entries `offset` to `offset + limit - 1` (fewer at the '
     "end) and `next_offset` is the `offset` of the next page, or null after the last. A "
     "result without per-image entries (training) has `total` 0.",
-    responses={200: {"content": {"application/json": {}}}, **problem_responses(404, 409)},
+    responses={200: {"model": JobResultDetail}, **problem_responses(404, 409)},
 )
 async def get_result(
     job_id: JobId,

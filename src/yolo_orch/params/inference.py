@@ -1,21 +1,113 @@
-"""Inference job parameters."""
+"""Inference job parameters, and the model tasks each one applies to.
+
+A parameter whose field names `x-tasks` (in its JSON schema, so the OpenAPI document says it too)
+applies to models of those tasks only; the others apply to every task. A job that gives a
+parameter its model's task has no use for is refused at submission (`check_task`), and again by
+the runner, rather than silently ignored."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue
+from pydantic.config import JsonDict
 
+from yolo_orch.errors import InvalidJob
 from yolo_orch.params.common import MAX_CLASS_ID, SimulatedParams
+
+INFERENCE_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
+"""The model tasks inference jobs run: every task of ultralytics 8.4 (`ultralytics.cfg.TASKS`)."""
+
+BOX_TASKS = ["detect", "segment", "pose", "obb"]
+"""Tasks whose results are detections, filtered by confidence and non-maximum suppression."""
+
+DEFAULT_TOP_K = 5
+DEFAULT_MASK_FORMAT = "polygon"
+DEFAULT_DEPTH_FORMAT = "npy"
+
+
+def _tasks(*tasks: str) -> JsonDict:
+    listed: list[JsonValue] = [*tasks]
+    return {"x-tasks": listed}
 
 
 class InferenceParams(SimulatedParams):
     imgsz: int = Field(default=640, ge=32, le=4096, description="Inference image size.")
-    conf: float = Field(default=0.25, ge=0, le=1, description="Confidence threshold.")
-    iou: float = Field(default=0.7, ge=0, le=1, description="NMS IoU threshold.")
-    max_det: int = Field(default=300, ge=1, le=1_000, description="Detections per image, at most.")
+    conf: float = Field(
+        default=0.25,
+        ge=0,
+        le=1,
+        description="Confidence threshold.",
+        json_schema_extra=_tasks(*BOX_TASKS),
+    )
+    iou: float = Field(
+        default=0.7,
+        ge=0,
+        le=1,
+        description="NMS IoU threshold.",
+        json_schema_extra=_tasks(*BOX_TASKS),
+    )
+    max_det: int = Field(
+        default=300,
+        ge=1,
+        le=1_000,
+        description="Detections per image, at most.",
+        json_schema_extra=_tasks(*BOX_TASKS),
+    )
     classes: list[Annotated[int, Field(ge=0, le=MAX_CLASS_ID)]] | None = Field(
-        default=None, max_length=10_000, description="Keep only these class ids."
+        default=None,
+        max_length=10_000,
+        description="Keep only these class ids (semantic: other pixels get no class).",
+        json_schema_extra=_tasks(*BOX_TASKS, "semantic"),
     )
     half: bool = Field(default=False, description="FP16 (CUDA lanes only).")
     save_annotated: bool = Field(default=False, description="Keep annotated images as artifacts.")
+    mask_format: Literal["polygon", "rle", "none"] | None = Field(
+        default=None,
+        description='Segment: each detection\'s mask as "polygon" rings of [x, y] (the default), '
+        'COCO "rle" at the image\'s size, or "none".',
+        json_schema_extra=_tasks("segment"),
+    )
+    top_k: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description=f"Classify: how many classes per image, best first (default {DEFAULT_TOP_K}).",
+        json_schema_extra=_tasks("classify"),
+    )
+    depth_format: Literal["npy", "png16"] | None = Field(
+        default=None,
+        description='Depth: the depth map artifact as float32 metres in "npy" (the default), or '
+        '"png16": a 16-bit PNG of millimetres (65.535 m at most).',
+        json_schema_extra=_tasks("depth"),
+    )
+
+
+def applicable_tasks(name: str) -> tuple[str, ...]:
+    """The tasks an inference parameter applies to."""
+    extra = InferenceParams.model_fields[name].json_schema_extra
+    tasks = extra.get("x-tasks") if isinstance(extra, dict) else None
+    return tuple(str(task) for task in tasks) if isinstance(tasks, list) else INFERENCE_TASKS
+
+
+def check_task(params: Mapping[str, object], task: str) -> None:
+    """Refuse (`task_mismatch`) a model task inference cannot run, and parameters the task has no
+    use for. `params` as stored: a parameter left at its default is not one the client asked for."""
+    if task not in INFERENCE_TASKS:
+        raise InvalidJob(
+            f"the model's task is {task!r}; inference runs {', '.join(INFERENCE_TASKS)} models",
+            code="task_mismatch",
+        )
+    fields = InferenceParams.model_fields
+    unused = sorted(
+        name
+        for name, value in params.items()
+        if name in fields and value != fields[name].default and task not in applicable_tasks(name)
+    )
+    if unused:
+        verb = "does" if len(unused) == 1 else "do"
+        raise InvalidJob(
+            f"{', '.join(f'params.{name}' for name in unused)} {verb} not apply to {task} models",
+            code="task_mismatch",
+        )

@@ -1,0 +1,317 @@
+"""The shapes of an inference job's full result (GET /v1/jobs/{id}/result), one per model task.
+
+The route serves the stored result file as it is; these models describe it in the OpenAPI
+document, and the tests validate every task's real result against them, so they stay true to
+`runners/encode.py`, which writes the entries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Box(_Shape):
+    """Axis-aligned, in the original image's pixels."""
+
+    x1: float
+    y1: float
+    x2: float
+    y2: float
+
+
+class Detection(_Shape):
+    class_id: int
+    class_name: str
+    confidence: float
+    box: Box
+
+
+class RunLength(_Shape):
+    size: tuple[int, int] = Field(description="[height, width] of the image.")
+    counts: str = Field(description="COCO compressed RLE counts (pycocotools' `mask.decode`).")
+
+
+class MaskPolygons(_Shape):
+    polygons: list[list[tuple[float, float]]] = Field(
+        description="One ring of [x, y] per separate part of the mask, in image pixels."
+    )
+
+
+class MaskRle(_Shape):
+    rle: RunLength
+
+
+class SegmentDetection(Detection):
+    mask: MaskPolygons | MaskRle | None = Field(
+        default=None, description='Per `params.mask_format`; absent with "none".'
+    )
+
+
+class PoseDetection(Detection):
+    keypoints: list[tuple[float, float, float | None]] = Field(
+        description="[x, y, confidence] per keypoint in the model's order (confidence null "
+        "for models whose keypoints have none)."
+    )
+    keypoint_names: list[str] | None = Field(
+        default=None, description="Where the model's metadata names its keypoints."
+    )
+
+
+class OrientedBox(_Shape):
+    cx: float
+    cy: float
+    w: float
+    h: float
+    rotation: float = Field(description="Radians.")
+    points: list[tuple[float, float]] = Field(
+        min_length=4, max_length=4, description="The four corners, [x, y] each."
+    )
+
+
+class ObbDetection(_Shape):
+    class_id: int
+    class_name: str
+    confidence: float
+    obb: OrientedBox
+
+
+class ClassScore(_Shape):
+    class_id: int
+    class_name: str
+    confidence: float
+
+
+class ClassShare(_Shape):
+    class_id: int
+    class_name: str
+    pixel_ratio: float = Field(description="Share of the image's pixels given this class.")
+
+
+class DepthStats(_Shape):
+    """Metres, over the finite pixels."""
+
+    min: float
+    mean: float
+    max: float
+
+
+class _Image(_Shape):
+    source: str = Field(description="The input as the client named it.")
+    width: int
+    height: int
+    annotated: str | None = Field(
+        default=None, description="With `save_annotated`: the annotated image's artifact name."
+    )
+
+
+class DetectImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "detections": [
+                        {
+                            "class_id": 0,
+                            "class_name": "car",
+                            "confidence": 0.91,
+                            "box": {"x1": 12.5, "y1": 40.0, "x2": 210.3, "y2": 180.9},
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
+    detections: list[Detection]
+
+
+class SegmentImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "detections": [
+                        {
+                            "class_id": 0,
+                            "class_name": "car",
+                            "confidence": 0.91,
+                            "box": {"x1": 12.5, "y1": 40.0, "x2": 210.3, "y2": 180.9},
+                            "mask": {"polygons": [[[14.0, 41.0], [209.0, 43.0], [205.0, 179.0]]]},
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
+    detections: list[SegmentDetection]
+
+
+class PoseImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "detections": [
+                        {
+                            "class_id": 0,
+                            "class_name": "person",
+                            "confidence": 0.88,
+                            "box": {"x1": 80.0, "y1": 30.0, "x2": 160.0, "y2": 300.0},
+                            "keypoints": [[101.2, 55.0, 0.97], [96.4, 50.1, 0.95]],
+                            "keypoint_names": ["nose", "left_eye"],
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
+    detections: list[PoseDetection]
+
+
+class ObbImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "detections": [
+                        {
+                            "class_id": 1,
+                            "class_name": "ship",
+                            "confidence": 0.8,
+                            "obb": {
+                                "cx": 320.0,
+                                "cy": 200.0,
+                                "w": 120.0,
+                                "h": 40.0,
+                                "rotation": 0.52,
+                                "points": [
+                                    [278.2, 153.4],
+                                    [382.1, 213.4],
+                                    [361.8, 246.6],
+                                    [257.9, 186.6],
+                                ],
+                            },
+                        }
+                    ],
+                }
+            ]
+        },
+    )
+
+    detections: list[ObbDetection] = Field(description="Rotated boxes instead of `box`.")
+
+
+class ClassifyImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "classes": [
+                        {"class_id": 3, "class_name": "tabby", "confidence": 0.82},
+                        {"class_id": 5, "class_name": "tiger cat", "confidence": 0.11},
+                    ],
+                }
+            ]
+        },
+    )
+
+    classes: list[ClassScore] = Field(description="The top `params.top_k`, best first.")
+
+
+class SemanticImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "classes": [
+                        {"class_id": 0, "class_name": "road", "pixel_ratio": 0.61},
+                        {"class_id": 2, "class_name": "car", "pixel_ratio": 0.39},
+                    ],
+                    "map": "00000_a_classes.png",
+                }
+            ]
+        },
+    )
+
+    classes: list[ClassShare]
+    map: str = Field(description="Artifact: the class-index map as a PNG (16-bit past 256).")
+
+
+class DepthImage(_Image):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "source": "shots/a.jpg",
+                    "width": 640,
+                    "height": 480,
+                    "depth": {"min": 0.8, "mean": 4.2, "max": 19.7},
+                    "map": "00000_a_depth.npy",
+                }
+            ]
+        },
+    )
+
+    depth: DepthStats | None = Field(description="null when no pixel has a finite depth.")
+    map: str = Field(
+        description='Artifact: float32 metres as `.npy`, or with `depth_format: "png16"` a '
+        "16-bit PNG of millimetres."
+    )
+
+
+class ImageError(_Shape):
+    source: str
+    error: str = Field(description="Why the image could not be read; the job still succeeds.")
+
+
+ImageResult = (
+    DetectImage
+    | SegmentImage
+    | PoseImage
+    | ObbImage
+    | ClassifyImage
+    | SemanticImage
+    | DepthImage
+    | ImageError
+)
+
+
+class InferenceResultDetail(_Shape):
+    images: list[ImageResult] = Field(description="In input order; the shape is the model task's.")
+
+
+class JobResultDetail(RootModel[InferenceResultDetail | dict[str, Any]]):
+    """Inference: per image, the model task's result. Other kinds: see the README."""

@@ -1,0 +1,114 @@
+"""ultralytics' `predict`, called the way the server needs it: streaming (so progress and cancel
+fit between images), with the stream always closed (a suspended generator holds the predictor's
+lock), and models loaded only from verified weights.
+
+Call `configure_ultralytics` before loading (offline, safe load).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Generator
+from contextlib import closing
+from typing import TYPE_CHECKING, Any
+
+from yolo_orch.params.inference import InferenceParams
+from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+    from ultralytics.engine.results import Results
+    from ultralytics.models import YOLO
+
+    from yolo_orch.runners.decode import Decoded
+
+__all__ = ["load_model", "predict_args", "predict_batch"]
+
+log = logging.getLogger(__name__)
+
+
+def load_model(device: str, weights: ResolvedWeights, params: InferenceParams) -> YOLO:
+    """A model instance of `weights`, checked against its fingerprint and warmed up on `device`
+    (the first predict sets up the predictor)."""
+    import numpy as np
+    import ultralytics.utils
+    from ultralytics.models import YOLO
+
+    if not ultralytics.utils.SAFE_LOAD:
+        raise RuntimeError("ultralytics safe load is off: call configure_ultralytics() first")
+    path = weights.path
+    if path.suffix.lower() != ".pt":  # ultralytics treats any other suffix as an export format
+        raise InvalidWeights(path, "the file name must end in .pt")
+    if not path.is_file():  # ultralytics would go looking for a missing .pt online
+        raise FileNotFoundError(f"weights file {path} is missing")
+    started = time.perf_counter()
+    actual = sha256_file(path)
+    if actual != weights.sha256:
+        raise ModelTampered(path, weights.sha256, actual)
+    model = YOLO(str(path))
+    # No `model.to(device)`: the predictor deep-copies the model, fuses it and moves that copy
+    # to `device` (the warm-up below builds it). Moving the original as well would keep a
+    # second, unused copy in GPU memory for every cached model.
+    loaded = time.perf_counter()
+    blank: NDArray[np.uint8] = np.zeros((params.imgsz, params.imgsz, 3), dtype=np.uint8)
+    with closing(_stream(model, blank, device, params)) as results:
+        next(results)
+    log.info(
+        "loaded %s on %s in %.0f ms, warmed up in %.0f ms",
+        path.name,
+        device,
+        (loaded - started) * 1000,
+        (time.perf_counter() - loaded) * 1000,
+    )
+    return model
+
+
+def predict_args(device: str, params: InferenceParams) -> dict[str, Any]:
+    """ultralytics' predict arguments for a job's params (those a task does not use are ignored
+    by its predictor; submission refused any set to other than their defaults)."""
+    half = params.half and device.startswith("cuda")
+    return {
+        "device": device,
+        "imgsz": params.imgsz,
+        "conf": params.conf,
+        "iou": params.iou,
+        "max_det": params.max_det,
+        "classes": list(params.classes) if params.classes is not None else None,
+        "quantize": 16 if half else None,  # `half=` is deprecated in favour of `quantize=`
+        "verbose": False,
+        "save": False,
+    }
+
+
+def predict_batch(
+    model: YOLO, group: list[Decoded], device: str, params: InferenceParams
+) -> Generator[tuple[Decoded, Results], None, None]:
+    """Predict decoded images of one shape in one batch: one streaming predict, one forward pass
+    (ultralytics batches a list source whole). Yields each input with its result, in order; the
+    stream is closed when the caller stops early."""
+    from ultralytics.engine.results import Results
+
+    arrays = [image for _, image in group]
+    with closing(_stream(model, arrays, device, params)) as results:
+        count = 0
+        for item, result in zip(group, results, strict=False):
+            if not isinstance(result, Results):
+                raise TypeError(f"predict yielded a {type(result).__name__}, not Results")
+            count += 1
+            yield item, result
+        if count != len(group):
+            raise RuntimeError(f"predict returned {count} results for {len(group)} images")
+
+
+def _stream(
+    model: YOLO,
+    source: NDArray[np.uint8] | list[NDArray[np.uint8]],
+    device: str,
+    params: InferenceParams,
+) -> Generator[Any, None, None]:
+    results = model.predict(source=source, stream=True, **predict_args(device, params))
+    if not isinstance(results, Generator):
+        raise TypeError(f"predict(stream=True) returned a {type(results).__name__}")
+    return results
