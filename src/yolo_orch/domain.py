@@ -21,6 +21,7 @@ MODEL_NAME_MAX_LENGTH = 200
 class JobKind(enum.StrEnum):
     INFERENCE = "inference"
     TRAINING = "training"
+    EXPORT = "export"
 
 
 class JobState(enum.StrEnum):
