@@ -77,7 +77,11 @@ def create_app(
         BodyLimits,
         max_request_bytes=settings.max_request_bytes,
         max_upload_bytes=settings.max_upload_bytes,
-        upload_routes=[("POST", "/v1/jobs/inference"), ("POST", "/v1/models")],
+        upload_routes=[
+            ("POST", "/v1/jobs/inference"),
+            ("POST", "/v1/models"),
+            ("POST", "/v1/models/{ref}/variants"),
+        ],
     )
     return app
 
@@ -122,6 +126,7 @@ async def _start(
         models,
         files,
         lane_count=len(lanes),
+        lane_ids=lanes.ids,
         total_slots=lanes.total_slots,
         max_queued=settings.max_queued,
         data_roots=settings.data_roots,

@@ -13,7 +13,7 @@ import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from yolo_orch.errors import ModelTampered
 from yolo_orch.weights import sha256_file
@@ -48,16 +48,15 @@ def fingerprint_tree(folder: Path) -> Manifest:
     return Manifest(files, size)
 
 
-def copy_tree_hashing(source: Path, target: Path) -> Manifest:
-    """Copy `source` (a file or a folder) into the new folder `target`, hashing what is written;
-    every file is fsynced. A file lands as `target/<its name>`; a folder's contents as
-    `target/<folder name>/...`."""
+def copy_tree_hashing(source: Path, target: Path, name: str) -> Manifest:
+    """Copy `source` (a file or a folder) to `target/name` in the new folder `target`, hashing
+    what is written; every file is fsynced. The manifest is `fingerprint_tree(target)`'s."""
     target.mkdir(parents=True)
     files: dict[str, str] = {}
     size = 0
-    base = source.parent
     for path in [source] if source.is_file() else _walk(source):
-        relative = path.relative_to(base)
+        inner = () if path == source else (path.relative_to(source).as_posix(),)
+        relative = PurePosixPath(name, *inner)
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256()
@@ -70,6 +69,15 @@ def copy_tree_hashing(source: Path, target: Path) -> Manifest:
             os.fsync(writer.fileno())
         files[relative.as_posix()] = digest.hexdigest()
     return Manifest(files, size)
+
+
+def fingerprint_entry(entry: Path) -> Manifest:
+    """The manifest `copy_tree_hashing(entry, target, entry.name)` would give."""
+    if entry.is_file():
+        return Manifest({entry.name: sha256_file(entry)}, entry.stat().st_size)
+    inner = fingerprint_tree(entry)
+    files = {f"{entry.name}/{path}": sha for path, sha in inner.files.items()}
+    return Manifest(files, inner.size_bytes)
 
 
 def verify_tree(folder: Path, files: Mapping[str, str], digest: str) -> None:

@@ -32,6 +32,9 @@ from yolo_orch.errors import (
 )
 from yolo_orch.inputs import check_relative
 from yolo_orch.store.base import ModelStore
+from yolo_orch.variant_imports import importable_format
+from yolo_orch.variant_registry import VariantRegistry
+from yolo_orch.variants import UNIMPORTABLE_SUFFIXES, ExportFormat, Variant
 from yolo_orch.weights import CheckpointInfo, ResolvedWeights
 
 CHUNK_BYTES = 1 << 20
@@ -53,6 +56,7 @@ class ModelRegistry:
         self._inspect = inspect
         self._files_lock = asyncio.Lock()
         """Held while a model file is put in place or removed together with its registration."""
+        self.variants = VariantRegistry(store, models_dir / "variants", self._files_lock)
 
     async def import_stream(
         self, chunks: AsyncIterator[bytes], *, name: str, source: str, max_bytes: int
@@ -77,6 +81,7 @@ class ModelRegistry:
     async def import_path(self, relative: str, *, name: str | None) -> tuple[Model, bool]:
         """Import a file under one of the `model_roots`, named relative to that root."""
         check_relative(relative)
+        refuse_exported_file(relative)
         source = await anyio.to_thread.run_sync(self._find_in_roots, relative)
         staged = self._staging_path()
         try:
@@ -101,12 +106,28 @@ class ModelRegistry:
     async def list_models(self) -> list[Model]:
         return await self._store.list_models()
 
-    async def delete(self, ref: str) -> Model:
+    async def delete(self, ref: str, *, cascade: bool = False) -> Model:
+        """With `cascade`, its variants go too; without, a model that has any stays (409)."""
         async with self._files_lock:
-            model = await self._store.delete(ref)
+            variants = await self._store.list_variants((await self._store.get(ref)).id)
+            model = await self._store.delete(ref, cascade=cascade)
+            await self.variants.remove_folders(variants)
             if not await self._has_sha256(model.sha256):
                 await anyio.to_thread.run_sync(self.path_of(model).unlink, True)
         return model
+
+    async def import_variant_path(self, ref: str, relative: str) -> tuple[Variant, bool]:
+        """An exported file or OpenVINO folder under one of the `model_roots`, as a variant of
+        the model `ref`."""
+        check_relative(relative)
+        model = await self._store.get(ref)
+        export_format = importable_format(relative.rstrip("/") or relative)
+        source = await anyio.to_thread.run_sync(self._find_in_roots, relative, True)
+        if export_format is ExportFormat.OPENVINO and not source.is_dir():
+            raise InvalidJob(
+                f"{relative!r} is not an OpenVINO model folder", code="invalid_variant"
+            )
+        return await self.variants.import_path(model, source, export_format)
 
     async def resolve(self, ref: str) -> ResolvedWeights:
         """What a runner loads: the file and the fingerprint it must still have."""
@@ -160,16 +181,29 @@ class ModelRegistry:
         self._dir.mkdir(parents=True, exist_ok=True)
         return self._dir / f".incoming-{uuid.uuid4().hex}.pt"
 
-    def _find_in_roots(self, relative: str) -> Path:
+    def _find_in_roots(self, relative: str, folders: bool = False) -> Path:
         if not self._roots:
             raise InvalidJob("this server has no model_roots configured", code="no_model_roots")
         for root in self._roots:
             real = Path(os.path.realpath(root / relative))
             if not real.is_relative_to(root):
                 raise PathOutsideRoots(relative, "it leads outside the model roots")
-            if real.is_file():
+            if real.is_file() or (folders and real.is_dir()):
                 return real
         raise InvalidJob(f"{relative!r} is not a file under the model roots", code="file_not_found")
+
+
+def refuse_exported_file(file_name: str) -> None:
+    """An exported model is imported as a variant of its `.pt` (or not at all), never as one."""
+    lowered = file_name.lower().rstrip("/")
+    if not lowered.endswith((*UNIMPORTABLE_SUFFIXES, ".onnx", "_openvino_model")):
+        return  # not an export: the checkpoint inspection decides
+    export_format = importable_format(lowered)  # refuses TorchScript and TensorRT outright
+    raise InvalidJob(
+        f"{file_name!r} is an {export_format} model: import it as a variant of the .pt it was "
+        "exported from (POST /v1/models/{ref}/variants)",
+        code="import_as_variant",
+    )
 
 
 def model_view(model: Model) -> JsonObject:

@@ -32,6 +32,7 @@ from yolo_orch.jobfiles import JobFiles
 from yolo_orch.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
+from yolo_orch.variants import ExportFormat, export_refusal
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class JobService:
         files: JobFiles,
         *,
         lane_count: int,
+        lane_ids: Sequence[str] = (),
         total_slots: int,
         max_queued: int,
         data_roots: Sequence[Path],
@@ -57,6 +59,7 @@ class JobService:
         self._models = models
         self._files = files
         self._lane_count = lane_count
+        self._lane_ids = tuple(lane_ids)
         self._total_slots = total_slots
         self._max_queued = max_queued
         self._data_roots = list(data_roots)
@@ -99,7 +102,15 @@ class JobService:
                 raise ModelUnusable(new.model)
             model_id = model.id
         spec = dict(new.spec)
-        if model_id is None and new.model == SIM_MODEL:
+        if new.kind is JobKind.EXPORT:
+            params = spec["params"]
+            self._check_buildable(ExportFormat(params["format"]), half=params["half"])
+            if "dataset" in spec:
+                dataset = await anyio.to_thread.run_sync(
+                    check_dataset, spec["dataset"], self._data_roots
+                )
+                spec["dataset_path"] = str(dataset)
+        elif model_id is None and new.model == SIM_MODEL:
             spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
         elif new.kind is JobKind.INFERENCE and "files" not in spec:
             paths = await anyio.to_thread.run_sync(
@@ -114,7 +125,14 @@ class JobService:
             )
             spec["dataset_path"] = str(dataset)
             await self._check_output_name(spec["params"].get("output_name"))
+            for export_format in spec["params"].get("export", []):
+                self._check_buildable(ExportFormat(export_format), half=False)
         return replace(new, spec=spec, model_id=model_id)
+
+    def _check_buildable(self, export_format: ExportFormat, *, half: bool) -> None:
+        """An export this host cannot build is refused now, not failed on a lane later."""
+        if reason := export_refusal(export_format, half=half, lanes=self._lane_ids):
+            raise InvalidJob(reason, code="export_unsupported")
 
     async def _check_output_name(self, name: str | None) -> None:
         """A training job that would end by failing to register its model is refused now."""

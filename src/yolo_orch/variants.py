@@ -28,6 +28,21 @@ IMPORTABLE_FORMATS = frozenset({ExportFormat.ONNX, ExportFormat.OPENVINO})
 archive or a TensorRT engine is deserialised into executable code: only the server's own exports
 are trusted."""
 
+ENTRY_NAMES = {
+    ExportFormat.ONNX: "model.onnx",
+    ExportFormat.OPENVINO: "model_openvino_model",
+    ExportFormat.TORCHSCRIPT: "model.torchscript",
+    ExportFormat.ENGINE: "model.engine",
+}
+"""What a variant's folder holds: one file, or (OpenVINO) one folder. ultralytics tells formats
+apart by these names."""
+
+UNIMPORTABLE_SUFFIXES = {
+    ".torchscript": ExportFormat.TORCHSCRIPT,
+    ".engine": ExportFormat.ENGINE,
+    ".plan": ExportFormat.ENGINE,
+}
+
 INT8_FORMATS = frozenset({ExportFormat.OPENVINO, ExportFormat.ENGINE})
 SIMPLIFY_FORMATS = frozenset({ExportFormat.ONNX, ExportFormat.ENGINE})
 """Formats built through an ONNX graph that onnxslim can simplify."""
