@@ -129,7 +129,8 @@ def _metadata(raw: dict[str, Any]) -> ExportedMetadata:
     if not isinstance(names, dict) or sorted(names) != list(range(len(names))):
         raise _bad_variant("its class names are not ids 0..n-1")
     sizes = imgsz if isinstance(imgsz, list | tuple) else [imgsz]
-    if not sizes or not all(isinstance(size, int) for size in sizes) or len(set(sizes)) != 1:
+    square = {size for size in sizes if isinstance(size, int)}
+    if len(square) != 1 or len(sizes) != len([s for s in sizes if isinstance(s, int)]):
         raise _bad_variant(f"imgsz {imgsz!r} is not one square size")
     batch = raw.get("batch") or 1
     if not isinstance(batch, int) or batch < 1:
@@ -138,7 +139,7 @@ def _metadata(raw: dict[str, Any]) -> ExportedMetadata:
     return ExportedMetadata(
         task=str(raw.get("task") or "detect"),
         class_names=tuple(str(names[i]) for i in range(len(names))),
-        imgsz=int(sizes[0]),
+        imgsz=square.pop(),
         batch=batch,
         dynamic=bool(args.get("dynamic")),
         half=quantize in (16, "16", "fp16") or bool(args.get("half")),
