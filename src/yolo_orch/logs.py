@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
@@ -127,3 +129,32 @@ def remove_job_logs(handler: JobLogHandler) -> None:
     for name in ("", "ultralytics"):
         logging.getLogger(name).removeHandler(handler)
     handler.close()
+
+
+_info_lock = threading.Lock()
+_info_users = 0
+_quiet_level = logging.NOTSET
+
+
+@contextlib.contextmanager
+def ultralytics_info_to_job_logs() -> Iterator[None]:
+    """Let ultralytics' INFO records (an exporter's progress) reach job logs while the block runs.
+
+    ultralytics runs quiet (`YOLO_VERBOSE=False` sets its logger and its console handler to
+    ERROR). Lowering the logger alone passes INFO on to the job log handler, while its console
+    handler keeps ERROR; blocks in several threads share one lowering, undone by the last.
+    """
+    global _info_users, _quiet_level
+    logger = logging.getLogger("ultralytics")
+    with _info_lock:
+        if _info_users == 0:
+            _quiet_level = logger.level
+            logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
+        _info_users += 1
+    try:
+        yield
+    finally:
+        with _info_lock:
+            _info_users -= 1
+            if _info_users == 0:
+                logger.setLevel(_quiet_level)

@@ -68,6 +68,8 @@ class SimulatedRunner:
             log.write(f"attempt {ctx.job.attempt} succeeded\n")
         if ctx.job.kind is JobKind.TRAINING:
             return _training_result(ctx.job.id, steps)
+        if ctx.job.kind is JobKind.EXPORT:
+            return _export_result(str(params["format"]))
         return _inference_result(list(ctx.job.spec.get("inputs", [])))
 
 
@@ -115,3 +117,8 @@ def _training_result(job_id: str, epochs: int) -> JobResult:
         summary={"epochs": epochs, "metrics": metrics, "model_id": None},
         detail={"epochs": epochs, "metrics": metrics, "model_id": None, "artifacts": []},
     )
+
+
+def _export_result(export_format: str) -> JobResult:
+    summary = {"model_id": None, "variant_id": None, "format": export_format}
+    return JobResult(summary=summary, detail={**summary, "variant": None})
