@@ -13,7 +13,9 @@ Call `configure_ultralytics` before constructing the runner (offline, safe load,
 
 from __future__ import annotations
 
+import logging
 import shutil
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,8 @@ from yolo_orch.variants import ENTRY_NAMES, ExportFormat, Lineage
 from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
 
 __all__ = ["ExportedFiles", "ExportsAfterTraining", "YoloExportRunner"]
+
+log = logging.getLogger(__name__)
 
 STAGES = ("load", "export", "fingerprint", "register")
 EXPORT_DIR = "export"
@@ -145,8 +149,7 @@ class YoloExportRunner:
             args["simplify"] = params.simplify
         if params.int8:
             args["data"] = str(self._calibration_yaml(ctx))
-        with ultralytics_info_to_job_logs():
-            produced = Path(model.export(**args))
+        produced = Path(_exporting(model, args))
         expected = folder / ENTRY_NAMES[params.format]
         if produced.resolve() != expected.resolve() or not produced.exists():
             raise RuntimeError(f"the exporter wrote {produced}, not {expected}")
@@ -228,6 +231,23 @@ class _Stages:
         self._ctx.report_progress(
             Progress(self._done, self._total, "stages", detail={"format": str(self._format)})
         )
+
+
+def _exporting(model: Any, args: dict[str, Any]) -> str:
+    """Run ultralytics' exporter with its progress and its warnings in the job's log.
+
+    The exporters call what torch has deprecated (the TorchScript-based ONNX export,
+    `torch.jit.trace`); those warnings are the libraries' business and must not fail a job even
+    where warnings are errors. `catch_warnings` is process-wide: a warning another thread raises
+    meanwhile lands in this job's log too.
+    """
+    with ultralytics_info_to_job_logs(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return str(model.export(**args))
+        finally:
+            for warning in caught:
+                log.warning("exporter: %s: %s", warning.category.__name__, warning.message)
 
 
 def _lineage(source_sha256: str, params: ExportParams, device: str) -> Lineage:

@@ -64,7 +64,7 @@ class UltralyticsRuntime:
         return detect_lanes()
 
     def runner(self, kind: JobKind) -> Runner:
-        return _MarksTamperedModels(self._runners[kind], self._registry)
+        return MarksTamperedModels(self._runners[kind], self._registry)
 
     def provides(self, model: str, kind: JobKind) -> bool:
         """Training may start from a shipped architecture (`yolo11n.yaml`); every other model
@@ -114,7 +114,7 @@ class UltralyticsRuntime:
         return anyio.from_thread.run(self._registry.resolve, ref)
 
 
-class _MarksTamperedModels:
+class MarksTamperedModels:
     """A model or variant whose files no longer match their fingerprints is never loaded
     again."""
 
