@@ -205,25 +205,27 @@ async def test_onnx_and_openvino_files_can_be_imported_as_variants(host: Host) -
     await host.import_tiny("other")
     onnx_job = await host.export(format="onnx")
     openvino_job = await host.export(format="openvino")
-    onnx_file = (await host.resolved(onnx_job["result"]["variant_id"])).entry
+    onnx_bytes = (await host.resolved(onnx_job["result"]["variant_id"])).entry.read_bytes()
     openvino_dir = (await host.resolved(openvino_job["result"]["variant_id"])).entry
+    openvino_files = {path.name: path.read_bytes() for path in openvino_dir.iterdir()}
+    # Start again from the .pt alone: the exports come back as the client's files.
     await host.client.delete("/v1/models/tiny", params={"cascade": "true"})
     await host.import_tiny()
 
-    upload = {"file": ("exported.onnx", onnx_file.read_bytes())}
+    upload = {"file": ("exported.onnx", onnx_bytes)}
     first = await host.client.post("/v1/models/tiny/variants", files=upload)
     again = await host.client.post("/v1/models/tiny/variants", files=upload)
     mismatch = await host.client.post("/v1/models/other/variants", files=upload)
     archive = io.BytesIO()
     with zipfile.ZipFile(archive, "w") as zipped:
-        for path in sorted(openvino_dir.iterdir()):
-            zipped.write(path, f"exported_openvino_model/{path.name}")
+        for name, content in sorted(openvino_files.items()):
+            zipped.writestr(f"exported_openvino_model/{name}", content)
     zipped_upload = await host.client.post(
         "/v1/models/tiny/variants", files={"file": ("ov.zip", archive.getvalue())}
     )
     (host.model_root / "ov_openvino_model").mkdir()
-    for path in openvino_dir.iterdir():
-        (host.model_root / "ov_openvino_model" / path.name).write_bytes(path.read_bytes())
+    for name, content in openvino_files.items():
+        (host.model_root / "ov_openvino_model" / name).write_bytes(content)
     by_path = await host.client.post("/v1/models/tiny/variants", json={"path": "ov_openvino_model"})
 
     assert first.status_code == 201, first.text
