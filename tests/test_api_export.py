@@ -4,6 +4,7 @@ imports clients may make; deleting a model with variants."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import zipfile
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +19,7 @@ from fastapi import FastAPI
 
 from tests.conftest import serve, wait_terminal
 from tests.test_api import assert_problem
+from tests.training_fixtures import make_dataset
 from tests.yolo_fixtures import (
     RecordingContext,
     build_checkpoint,
@@ -284,3 +286,63 @@ async def test_a_model_with_variants_is_deleted_only_with_cascade(host: Host) ->
     assert deleted.status_code == 204
     assert not folder.exists()
     assert (await host.client.get("/v1/models/tiny")).status_code == 404
+
+
+async def test_a_training_job_exports_its_model_in_the_same_job(host: Host) -> None:
+    make_dataset(host.data / "ds")
+    params = {"epochs": 1, "imgsz": IMGSZ, "batch": 8, "output_name": "trained"}
+    job = {
+        "kind": "training",
+        "model": "yolo11n.yaml",
+        "dataset": "ds/data.yaml",
+        "params": {**params, "export": ["onnx"]},
+    }
+    response = await host.client.post("/v1/jobs", json=job)
+    assert response.status_code == 202, response.text
+
+    done = await wait_terminal(host.client, response.json()["id"], deadline_s=300)
+
+    assert done["state"] == "succeeded", done["error"]
+    [variant] = await host.variants("trained")
+    assert done["result"]["variant_ids"] == [variant["id"]]
+    assert done["result"]["model_id"] == variant["model_id"]
+    assert (variant["format"], variant["source"]) == ("onnx", f"training:{done['id']}")
+    assert variant["lineage"]["imgsz"] == IMGSZ
+    trained = await host.registry.get("trained")
+    [resolved] = await host.registry.variants.resolve(trained.id)
+    loaded = await anyio.to_thread.run_sync(load_variant, resolved, "detect")
+    await anyio.to_thread.run_sync(_boxes, loaded, host.data / "shots" / "img0.jpg")
+
+
+async def test_an_engine_export_after_training_is_refused_on_a_cpu_host(host: Host) -> None:
+    make_dataset(host.data / "ds")
+    job = {
+        "kind": "training",
+        "model": "yolo11n.yaml",
+        "dataset": "ds/data.yaml",
+        "params": {"epochs": 1, "export": ["engine"]},
+    }
+
+    response = await host.client.post("/v1/jobs", json=job)
+
+    assert_problem(response, 422, "export_unsupported")
+    assert (await host.client.get("/v1/jobs")).json()["jobs"] == []
+
+
+async def test_a_simulated_export_reports_stages_and_can_be_cancelled(
+    client: httpx.AsyncClient,
+) -> None:
+    job = {
+        "kind": "export",
+        "model": "sim",
+        "params": {"format": "onnx", "sim_seconds": 30, "sim_steps": 300},
+    }
+    created = (await client.post("/v1/jobs", json=job)).json()
+    while (await client.get(f"/v1/jobs/{created['id']}")).json()["state"] != "running":
+        await asyncio.sleep(0.02)
+
+    await client.post(f"/v1/jobs/{created['id']}/cancel")
+    done = await wait_terminal(client, created["id"])
+
+    assert done["state"] == "cancelled"
+    assert done["kind"] == "export"
