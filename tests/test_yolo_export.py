@@ -132,3 +132,24 @@ def test_ultralytics_itself_would_not_install_either(weights: ResolvedWeights) -
     import ultralytics.utils
 
     assert ultralytics.utils.AUTOINSTALL is False
+
+
+def test_loading_a_variant_whose_runtime_is_missing_names_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime
+
+    from yolo_orch.runners.formats import load_variant
+    from yolo_orch.variant_registry import ResolvedVariant
+    from yolo_orch.variants import ExportFormat, Lineage, Variant
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    lineage = Lineage("a" * 64, 64, False, False, False, 1, "cpu")
+    variant = Variant(
+        "v", "m", ExportFormat.ONNX, "b" * 64, 1, {}, lineage, "upload", None, datetime.now(UTC)
+    )
+
+    with pytest.raises(ExportDependencyMissing) as raised:
+        load_variant(ResolvedVariant(variant, tmp_path), "detect")
+
+    assert raised.value.package == "onnxruntime"
