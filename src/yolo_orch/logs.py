@@ -12,12 +12,13 @@ import contextlib
 import json
 import logging
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO, cast
 
 from yolo_orch.jobfiles import JOB_LOG
 
@@ -158,3 +159,49 @@ def ultralytics_info_to_job_logs() -> Iterator[None]:
             _info_users -= 1
             if _info_users == 0:
                 logger.setLevel(_quiet_level)
+
+
+_warnings_lock = threading.Lock()
+_warnings_users = 0
+_saved_warnings: tuple[list[Any], Any] | None = None
+_warnings_log = logging.getLogger("py.warnings")
+
+
+@contextlib.contextmanager
+def warnings_to_job_logs() -> Iterator[None]:
+    """While the block runs, every warning is logged (into the job log of the thread that
+    raised it) instead of printed, or raised where warnings are errors.
+
+    For library code whose deprecation notices are not the job's fault (ultralytics' exporters
+    call what torch has deprecated). The warnings machinery is process-wide, so blocks in several
+    threads share one set-up, undone by the last; `warnings.catch_warnings` would not nest across
+    threads.
+    """
+    global _warnings_users, _saved_warnings
+    with _warnings_lock:
+        if _warnings_users == 0:
+            _saved_warnings = (list(warnings.filters), warnings.showwarning)
+            warnings.simplefilter("always")
+            warnings.showwarning = _log_warning
+        _warnings_users += 1
+    try:
+        yield
+    finally:
+        with _warnings_lock:
+            _warnings_users -= 1
+            if _warnings_users == 0 and _saved_warnings is not None:
+                filters, showwarning = _saved_warnings
+                cast(list[Any], warnings.filters)[:] = filters
+                warnings.showwarning = showwarning
+                warnings._filters_mutated()  # type: ignore[attr-defined]
+
+
+def _log_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    _warnings_log.warning("%s: %s (%s:%d)", category.__name__, message, filename, lineno)

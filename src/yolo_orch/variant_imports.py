@@ -18,6 +18,7 @@ from yolo_orch.errors import ExportDependencyMissing, InvalidJob
 from yolo_orch.variants import ENTRY_NAMES, UNIMPORTABLE_SUFFIXES, ExportFormat
 
 MAX_ARCHIVE_MEMBERS = 16
+CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,17 @@ def unpack_openvino_zip(archive: Path, target: Path, max_bytes: int) -> None:
             if len(parents) != 1 or len(next(iter(parents)).parts) > 1:
                 raise _bad_archive("its files must sit together, at the top or in one folder")
             target.mkdir(parents=True)
+            left = max_bytes  # what the entries declare can lie: count what is written
             for info in members:
                 name = PurePosixPath(info.filename).name
                 if name in {"", ".", ".."} or "\\" in name:
                     raise _bad_archive(f"it holds a file named {info.filename!r}")
                 with zipped.open(info) as reader, (target / name).open("xb") as writer:
-                    writer.write(reader.read(max_bytes + 1))
+                    while chunk := reader.read(min(CHUNK_BYTES, left + 1)):
+                        left -= len(chunk)
+                        if left < 0:
+                            raise _bad_archive(f"it unpacks to more than {max_bytes} bytes")
+                        writer.write(chunk)
     except zipfile.BadZipFile as e:
         raise _bad_archive(str(e)) from None
 

@@ -13,9 +13,7 @@ Call `configure_ultralytics` before constructing the runner (offline, safe load,
 
 from __future__ import annotations
 
-import logging
 import shutil
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,7 @@ from yolo_orch.datasets import load_dataset
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
 from yolo_orch.jobfiles import write_atomic
-from yolo_orch.logs import ultralytics_info_to_job_logs
+from yolo_orch.logs import ultralytics_info_to_job_logs, warnings_to_job_logs
 from yolo_orch.manifests import Manifest, fingerprint_entry
 from yolo_orch.params.export import ExportParams
 from yolo_orch.runners.base import RunContext, Runner
@@ -36,8 +34,6 @@ from yolo_orch.variants import ENTRY_NAMES, ExportFormat, Lineage
 from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
 
 __all__ = ["ExportedFiles", "ExportsAfterTraining", "YoloExportRunner"]
-
-log = logging.getLogger(__name__)
 
 STAGES = ("load", "export", "fingerprint", "register")
 EXPORT_DIR = "export"
@@ -234,20 +230,11 @@ class _Stages:
 
 
 def _exporting(model: Any, args: dict[str, Any]) -> str:
-    """Run ultralytics' exporter with its progress and its warnings in the job's log.
-
-    The exporters call what torch has deprecated (the TorchScript-based ONNX export,
-    `torch.jit.trace`); those warnings are the libraries' business and must not fail a job even
-    where warnings are errors. `catch_warnings` is process-wide: a warning another thread raises
-    meanwhile lands in this job's log too.
-    """
-    with ultralytics_info_to_job_logs(), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            return str(model.export(**args))
-        finally:
-            for warning in caught:
-                log.warning("exporter: %s: %s", warning.category.__name__, warning.message)
+    """Run ultralytics' exporter with its progress and its warnings in the job's log: the
+    exporters call what torch has deprecated, which must not fail a job even where warnings are
+    errors."""
+    with ultralytics_info_to_job_logs(), warnings_to_job_logs():
+        return str(model.export(**args))
 
 
 def _lineage(source_sha256: str, params: ExportParams, device: str) -> Lineage:
