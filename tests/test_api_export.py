@@ -5,6 +5,7 @@ imports clients may make; deleting a model with variants."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import io
 import zipfile
 from collections.abc import AsyncIterator, Callable
@@ -346,3 +347,27 @@ async def test_a_simulated_export_reports_stages_and_can_be_cancelled(
 
     assert done["state"] == "cancelled"
     assert done["kind"] == "export"
+
+
+async def test_int8_needs_a_checked_calibration_dataset_and_its_packages(host: Host) -> None:
+    await host.import_tiny()
+    make_dataset(host.data / "ds")
+    int8 = {"format": "openvino", "int8": True, "imgsz": IMGSZ}
+
+    async def submit(**fields: Any) -> httpx.Response:
+        job = {"kind": "export", "model": "tiny", "params": int8, **fields}
+        return await host.client.post("/v1/jobs", json=job)
+
+    assert_problem(await submit(), 422, "invalid_request")
+    assert_problem(await submit(dataset="nowhere/data.yaml"), 422, "dataset_not_found")
+    accepted = await submit(dataset="ds/data.yaml")
+    assert accepted.status_code == 202, accepted.text
+    done = await wait_terminal(host.client, accepted.json()["id"], deadline_s=60)
+
+    # OpenVINO's INT8 path needs nncf, which no extra of this project carries.
+    if importlib.util.find_spec("nncf") is not None:
+        pytest.skip("nncf is installed here: the INT8 export would run")
+    assert done["state"] == "failed"
+    assert done["error"]["code"] == "export_dependency_missing"
+    assert "'nncf'" in done["error"]["message"]
+    assert await host.variants() == []
