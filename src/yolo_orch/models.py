@@ -121,8 +121,9 @@ class ModelRegistry:
         the model `ref`."""
         check_relative(relative)
         model = await self._store.get(ref)
-        export_format = importable_format(relative.rstrip("/") or relative)
         source = await anyio.to_thread.run_sync(self._find_in_roots, relative, True)
+        # A folder is an OpenVINO model, whatever its name; a file says what it is by its suffix.
+        export_format = ExportFormat.OPENVINO if source.is_dir() else importable_format(source.name)
         if export_format is ExportFormat.OPENVINO and not source.is_dir():
             raise InvalidJob(
                 f"{relative!r} is not an OpenVINO model folder", code="invalid_variant"

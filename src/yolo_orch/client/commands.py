@@ -53,6 +53,7 @@ class State(enum.StrEnum):
 class Kind(enum.StrEnum):
     inference = "inference"
     training = "training"
+    export = "export"
 
 
 def register(app: typer.Typer) -> None:
