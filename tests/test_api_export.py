@@ -371,3 +371,16 @@ async def test_int8_needs_a_checked_calibration_dataset_and_its_packages(host: H
     assert done["error"]["code"] == "export_dependency_missing"
     assert "'nncf'" in done["error"]["message"]
     assert await host.variants() == []
+
+
+async def test_an_export_of_a_changed_pt_fails_and_retires_the_model(host: Host) -> None:
+    await host.import_tiny()
+    weights = host.registry.path_of(await host.registry.get("tiny"))
+    weights.write_bytes(weights.read_bytes() + b"appended")
+
+    done = await host.export(format="onnx")
+
+    assert done["state"] == "failed"
+    assert done["error"]["code"] == "model_tampered"
+    assert (await host.client.get("/v1/models/tiny")).json()["usable"] is False
+    assert await host.variants() == []

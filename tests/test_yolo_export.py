@@ -124,7 +124,7 @@ def test_a_missing_package_fails_by_name_and_is_never_installed(
     assert raised.value.package == missing
     assert missing in raised.value.message
     assert started == []
-    assert registry.resolved == []  # failed before the model was even loaded
+    assert registry.resolved == []  # failed before the model was even looked up
     assert registry.registered == []
 
 

@@ -93,12 +93,12 @@ class YoloExportRunner:
         stages.begin("load")
         require_packages(export_packages(params), f"exporting to {params.format}")
         device = ctx.devices[0]
-        model = self._load(model_id)
+        weights = self._resolve_weights(model_id)
+        model = _load(weights)
         stages.begin("export")
         output = self._export(ctx, model, params, device)
         stages.begin("fingerprint")
         manifest = fingerprint_entry(output)
-        weights = self._resolve_weights(model_id)
         files = ExportedFiles(
             output=output,
             manifest=manifest,
@@ -113,18 +113,6 @@ class YoloExportRunner:
         stages.end()
         shutil.rmtree(output.parent, ignore_errors=True)
         return view
-
-    def _load(self, model_id: str) -> Any:
-        from ultralytics.models import YOLO
-
-        weights = self._resolve_weights(model_id)
-        path = weights.path
-        if not path.is_file():  # ultralytics would go looking for a missing .pt online
-            raise FileNotFoundError(f"weights file {path} is missing")
-        actual = sha256_file(path)
-        if actual != weights.sha256:
-            raise ModelTampered(path, weights.sha256, actual)
-        return YOLO(str(path))
 
     def _export(self, ctx: RunContext, model: Any, params: ExportParams, device: str) -> Path:
         folder = ctx.workdir / EXPORT_DIR
@@ -227,6 +215,18 @@ class _Stages:
         self._ctx.report_progress(
             Progress(self._done, self._total, "stages", detail={"format": str(self._format)})
         )
+
+
+def _load(weights: ResolvedWeights) -> Any:
+    from ultralytics.models import YOLO
+
+    path = weights.path
+    if not path.is_file():  # ultralytics would go looking for a missing .pt online
+        raise FileNotFoundError(f"weights file {path} is missing")
+    actual = sha256_file(path)
+    if actual != weights.sha256:
+        raise ModelTampered(path, weights.sha256, actual)
+    return YOLO(str(path))
 
 
 def _exporting(model: Any, args: dict[str, Any]) -> str:
