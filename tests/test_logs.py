@@ -2,11 +2,19 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import warnings
 from pathlib import Path
 
 import pytest
 
-from yolo_orch.logs import JsonFormatter, current_job, install_job_logs, remove_job_logs
+from yolo_orch.logs import (
+    JsonFormatter,
+    current_job,
+    install_job_logs,
+    remove_job_logs,
+    warnings_to_job_logs,
+)
 
 
 def record(message: str, **extra: object) -> logging.LogRecord:
@@ -48,3 +56,35 @@ def test_records_land_in_the_log_of_the_job_in_progress(
     assert [line.split(": ", 1)[1] for line in lines] == ["epoch 1 done", "from ultralytics"]
     assert (tmp_path / "j3" / "job.log").read_text().rstrip().endswith("tagged")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j2", "j3"]
+
+
+def test_library_warnings_go_to_the_log_and_overlapping_blocks_restore_the_filters(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    filters, showwarning = list(warnings.filters), warnings.showwarning
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with warnings_to_job_logs():
+            first_in.set()
+            second_in.wait()
+        first_out.set()  # leaves while the second block still runs
+
+    def second() -> None:
+        first_in.wait()
+        with warnings_to_job_logs():
+            second_in.set()
+            first_out.wait()
+            warnings.warn("deprecated by a library", DeprecationWarning, stacklevel=1)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    with caplog.at_level(logging.WARNING, logger="py.warnings"):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    assert "DeprecationWarning: deprecated by a library" in caplog.text
+    assert (list(warnings.filters), warnings.showwarning) == (filters, showwarning)
+    with pytest.raises(DeprecationWarning):  # pytest's "error" filter is back in force
+        warnings.warn("again", DeprecationWarning, stacklevel=1)

@@ -34,7 +34,7 @@ def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
             assert compare_metadata(MigrationContext.configure(conn), JobRow.metadata) == []
     finally:
         engine.dispose()
-    assert current_revision(url) == head_revision() == "0004"
+    assert current_revision(url) == head_revision() == "0005"
 
 
 def test_0002_down_and_up_keeps_jobs_and_never_reuses_a_seq(tmp_path: Path) -> None:

@@ -14,12 +14,19 @@ import pytest
 
 from tests.test_store_contract import ROOMY, T0, new_job, open_sqlite, sqlite_url
 from yolo_orch.domain import JobFilter, JobState, Model, NewModel, Outcome
-from yolo_orch.errors import ModelInUse, ModelNameTaken, ModelNotFound
+from yolo_orch.errors import (
+    ModelHasVariants,
+    ModelInUse,
+    ModelNameTaken,
+    ModelNotFound,
+    VariantNotFound,
+)
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.sqlite import SQLiteJobStore
 from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.variants import ExportFormat, Lineage, NewVariant
 
 
 @dataclass(frozen=True)
@@ -240,3 +247,127 @@ async def test_a_delete_racing_submissions_never_orphans_a_job(
         assert await stores.models.get(model.id) == model
     # The delete wins only when it got the write lock before any submission did.
     assert deleted is (delete_at == 0)
+
+
+def new_variant(model: Model, sha256: str = "e" * 64, **changes: Any) -> NewVariant:
+    variant = NewVariant(
+        model_id=model.id,
+        format=ExportFormat.OPENVINO,
+        sha256=sha256,
+        size_bytes=1234,
+        files={"m_openvino_model/m.xml": "1" * 64, "m_openvino_model/m.bin": "2" * 64},
+        lineage=Lineage(
+            source_sha256=model.sha256,
+            imgsz=320,
+            half=False,
+            int8=False,
+            dynamic=False,
+            batch=1,
+            device="cuda:0",
+            gpu_name="NVIDIA H200",
+            compute_capability="9.0",
+            tensorrt_version="10.9.0",
+            ultralytics_version="8.4.190",
+        ),
+        source="export:job-1",
+        job_id="job-1",
+    )
+    return replace(variant, **changes)
+
+
+async def test_a_variant_keeps_its_manifest_and_lineage(stores: Stores) -> None:
+    model = await register(stores, "detector", "a" * 64)
+    new = new_variant(model)
+
+    variant, created = await stores.models.add_variant(new, T0)
+
+    assert created
+    assert (variant.id, variant.model_id, variant.format, variant.sha256) == (
+        new.id,
+        model.id,
+        ExportFormat.OPENVINO,
+        "e" * 64,
+    )
+    assert (variant.files, variant.lineage, variant.source, variant.job_id) == (
+        new.files,
+        new.lineage,
+        "export:job-1",
+        "job-1",
+    )
+    assert variant.usable
+    assert variant.created_at == T0
+    assert await stores.models.get_variant(variant.id) == variant
+    assert await stores.models.list_variants(model.id) == [variant]
+    with pytest.raises(VariantNotFound):
+        await stores.models.get_variant("no-such-variant")
+
+
+async def test_the_same_files_or_the_same_job_again_return_the_variant_registered_before(
+    stores: Stores,
+) -> None:
+    model = await register(stores, "detector", "a" * 64)
+    first, _ = await stores.models.add_variant(new_variant(model), T0)
+
+    same_files, files_created = await stores.models.add_variant(
+        new_variant(model, job_id=None, source="upload"), T0
+    )
+    rerun, rerun_created = await stores.models.add_variant(new_variant(model, "f" * 64), T0)
+    other_format, other_created = await stores.models.add_variant(
+        new_variant(model, "f" * 64, format=ExportFormat.ONNX), T0
+    )
+
+    assert (same_files, files_created) == (first, False)
+    assert (rerun, rerun_created) == (first, False)
+    assert other_created
+    assert await stores.models.list_variants(model.id) == [other_format, first]
+
+
+async def test_a_variant_of_an_unknown_model_is_refused(stores: Stores) -> None:
+    model = await register(stores, "detector", "a" * 64)
+    await stores.models.delete(model.id)
+
+    with pytest.raises(ModelNotFound):
+        await stores.models.add_variant(new_variant(model), T0)
+
+
+async def test_variants_are_listed_per_model_newest_first(stores: Stores) -> None:
+    model = await register(stores, "detector", "a" * 64)
+    other = await register(stores, "other", "b" * 64)
+    old, _ = await stores.models.add_variant(new_variant(model, "1" * 64, job_id="j1"), T0)
+    new, _ = await stores.models.add_variant(
+        new_variant(model, "2" * 64, job_id="j2"), T0 + timedelta(minutes=1)
+    )
+    await stores.models.add_variant(new_variant(other, "3" * 64, job_id="j3"), T0)
+
+    assert await stores.models.list_variants(model.id) == [new, old]
+    assert await stores.models.list_variants("no-such-model") == []
+
+
+async def test_a_model_with_variants_is_deleted_only_with_cascade(stores: Stores) -> None:
+    model = await register(stores, "detector", "a" * 64)
+    variant, _ = await stores.models.add_variant(new_variant(model), T0)
+
+    with pytest.raises(ModelHasVariants) as raised:
+        await stores.models.delete("detector")
+
+    assert raised.value.variant_ids == [variant.id]
+    assert await stores.models.get(model.id) == model
+    assert await stores.models.delete("detector", cascade=True) == model
+    assert await stores.models.list_variants(model.id) == []
+    with pytest.raises(VariantNotFound):
+        await stores.models.get_variant(variant.id)
+
+
+async def test_a_variant_is_marked_unusable_or_deleted_alone(stores: Stores) -> None:
+    model = await register(stores, "detector", "a" * 64)
+    variant, _ = await stores.models.add_variant(new_variant(model), T0)
+
+    await stores.models.mark_variant_unusable(variant.id)
+
+    assert await stores.models.get_variant(variant.id) == replace(variant, usable=False)
+    assert await stores.models.delete_variant(variant.id) == replace(variant, usable=False)
+    assert await stores.models.list_variants(model.id) == []
+    assert await stores.models.delete("detector") == model
+    for missing in (stores.models.mark_variant_unusable, stores.models.delete_variant):
+        with pytest.raises(VariantNotFound):
+            await missing(variant.id)

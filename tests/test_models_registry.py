@@ -69,8 +69,8 @@ class RacingStore(InMemoryModelStore):
         finally:
             self.readded.set()
 
-    async def delete(self, ref: str) -> Model:
-        model = await super().delete(ref)
+    async def delete(self, ref: str, *, cascade: bool = False) -> Model:
+        model = await super().delete(ref, cascade=cascade)
         if self.stall:
             self.deleted.set()
             await wait_a_little(self.readded)

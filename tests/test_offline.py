@@ -81,6 +81,55 @@ print(json.dumps({
 }))
 """
 
+EXPORT_AND_LOAD = """
+from datetime import UTC, datetime
+from pathlib import Path
+base = Path(sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+
+from tests.yolo_fixtures import (
+    RecordingContext, build_checkpoint, ensure_ultralytics, fixed_resolver, make_images,
+)
+ensure_ultralytics(base)
+
+from dataclasses import replace
+from yolo_orch.domain import JobKind
+from yolo_orch.manifests import copy_tree_hashing
+from yolo_orch.runners.export import YoloExportRunner
+from yolo_orch.runners.formats import load_variant
+from yolo_orch.variant_registry import ResolvedVariant
+from yolo_orch.variants import ENTRY_NAMES, Variant
+from yolo_orch.weights import ResolvedWeights, sha256_file
+
+path = build_checkpoint(base / "tiny.pt")
+[image] = make_images(base / "images", 1)
+kept = {}
+
+def register(files):
+    folder = base / "variants" / str(files.format)
+    manifest = copy_tree_hashing(files.output, folder, ENTRY_NAMES[files.format])
+    kept[files.format] = Variant(
+        id=str(files.format), model_id="m", format=files.format, sha256=manifest.digest,
+        size_bytes=manifest.size_bytes, files=manifest.files, lineage=files.lineage,
+        source=files.source, job_id=files.job_id, created_at=datetime.now(UTC),
+    )
+    return {"id": str(files.format), "format": str(files.format)}
+
+runner = YoloExportRunner(
+    fixed_resolver({"m": ResolvedWeights(path, sha256_file(path))}), register, data_roots=[]
+)
+detections = {}
+for export_format in ("onnx", "openvino"):
+    ctx = RecordingContext().context(base / "job", [], format=export_format, imgsz=64)
+    ctx = replace(ctx, job=replace(ctx.job, kind=JobKind.EXPORT, model_id="m"))
+    runner.run(ctx)
+    variant = kept[export_format]
+    model = load_variant(ResolvedVariant(variant, base / "variants" / export_format), "detect")
+    [result] = model.predict(str(image), imgsz=64, device="cpu", verbose=False)
+    detections[export_format] = len(result.boxes)
+print(json.dumps({"events": events, "detections": detections}))
+"""
+
 PLAIN_IMPORT = """
 import ultralytics.utils
 print(json.dumps({"events": events, "online": ultralytics.utils.ONLINE}))
@@ -113,6 +162,19 @@ def test_import_inspect_and_inference_make_no_network_attempt(tmp_path: Path) ->
     assert output["summary"]["images"] == 3
     assert output["summary"]["failed_images"] == 1
     assert output["artifacts"] == ["00000_img0.jpg", "00001_img1.jpg"]
+
+
+def test_export_and_loading_the_exported_models_make_no_network_attempt(
+    tmp_path: Path,
+) -> None:
+    output = _run_child(EXPORT_AND_LOAD, str(tmp_path), str(ROOT))
+
+    network = [event for event in output["events"] if not event[0].startswith("subprocess.")]
+    processes = [event for event in output["events"] if event[0].startswith("subprocess.")]
+    assert network == []
+    assert [args for _, args in processes if args.split("'")[1] not in LOCAL_TOOLS] == []
+    assert output["detections"]["onnx"] > 0
+    assert output["detections"]["openvino"] > 0
 
 
 def test_the_blocker_sees_what_an_unconfigured_import_tries(tmp_path: Path) -> None:

@@ -88,7 +88,11 @@ def create_app(
         max_request_bytes=settings.max_request_bytes,
         max_upload_bytes=settings.max_upload_bytes,
         max_discard_bytes=settings.max_discard_bytes,
-        upload_routes=[("POST", "/v1/jobs/inference"), ("POST", "/v1/models")],
+        upload_routes=[
+            ("POST", "/v1/jobs/inference"),
+            ("POST", "/v1/models"),
+            ("POST", "/v1/models/{ref}/variants"),
+        ],
     )
     app.add_middleware(BearerAuth, check=tokens)
     app.add_middleware(HeadAsGet)
@@ -147,6 +151,7 @@ async def _start(
         models,
         files,
         lane_count=len(lanes),
+        lane_ids=lanes.ids,
         total_slots=lanes.total_slots,
         max_queued=settings.max_queued,
         data_roots=settings.data_roots,

@@ -20,6 +20,7 @@ class JobKind(enum.StrEnum):
     INFERENCE = "inference"
     TRAINING = "training"
     VALIDATION = "validation"
+    EXPORT = "export"
 
 
 class JobState(enum.StrEnum):

@@ -239,3 +239,47 @@ class ModelTampered(YoloOrchError):
         self.path = path
         self.expected = expected
         self.actual = actual
+
+
+class ExportDependencyMissing(YoloOrchError):
+    """An export or a variant load needs a package this host does not have. The server never
+    installs one itself: it comes from the project's extras."""
+
+    code = "export_dependency_missing"
+
+    def __init__(self, package: str, purpose: str) -> None:
+        super().__init__(
+            f"{purpose} needs the Python package {package!r}, which is not installed on this host "
+            "(install the yolo-orch extra that carries it; the server never installs packages)"
+        )
+        self.package = package
+
+
+class ModelHasVariants(YoloOrchError):
+    code = "model_has_variants"
+
+    def __init__(self, ref: str, variant_ids: list[str]) -> None:
+        super().__init__(
+            f"model {ref!r} has {len(variant_ids)} exported variant(s); delete with cascade=true "
+            "to delete them too"
+        )
+        self.ref = ref
+        self.variant_ids = variant_ids
+
+
+class VariantNotFound(YoloOrchError):
+    code = "variant_not_found"
+
+    def __init__(self, variant_id: str) -> None:
+        super().__init__(f"no model variant with id {variant_id!r}")
+        self.variant_id = variant_id
+
+
+class VariantTampered(ModelTampered):
+    """A file of an exported variant no longer has the fingerprint recorded at registration."""
+
+    def __init__(self, variant_id: str, cause: ModelTampered) -> None:
+        super().__init__(cause.path, cause.expected, cause.actual)
+        self.message = f"variant {variant_id}: {cause.message}"
+        self.args = (self.message,)
+        self.variant_id = variant_id

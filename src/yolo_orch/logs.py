@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
+import warnings
 from collections import OrderedDict
+from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO, cast
 
 from yolo_orch.jobfiles import JOB_LOG
 
@@ -127,3 +130,78 @@ def remove_job_logs(handler: JobLogHandler) -> None:
     for name in ("", "ultralytics"):
         logging.getLogger(name).removeHandler(handler)
     handler.close()
+
+
+_info_lock = threading.Lock()
+_info_users = 0
+_quiet_level = logging.NOTSET
+
+
+@contextlib.contextmanager
+def ultralytics_info_to_job_logs() -> Iterator[None]:
+    """Let ultralytics' INFO records (an exporter's progress) reach job logs while the block runs.
+
+    ultralytics runs quiet (`YOLO_VERBOSE=False` sets its logger and its console handler to
+    ERROR). Lowering the logger alone passes INFO on to the job log handler, while its console
+    handler keeps ERROR; blocks in several threads share one lowering, undone by the last.
+    """
+    global _info_users, _quiet_level
+    logger = logging.getLogger("ultralytics")
+    with _info_lock:
+        if _info_users == 0:
+            _quiet_level = logger.level
+            logger.setLevel(min(logger.level or logging.INFO, logging.INFO))
+        _info_users += 1
+    try:
+        yield
+    finally:
+        with _info_lock:
+            _info_users -= 1
+            if _info_users == 0:
+                logger.setLevel(_quiet_level)
+
+
+_warnings_lock = threading.Lock()
+_warnings_users = 0
+_saved_warnings: tuple[list[Any], Any] | None = None
+_warnings_log = logging.getLogger("py.warnings")
+
+
+@contextlib.contextmanager
+def warnings_to_job_logs() -> Iterator[None]:
+    """While the block runs, every warning is logged (into the job log of the thread that
+    raised it) instead of printed, or raised where warnings are errors.
+
+    For library code whose deprecation notices are not the job's fault (ultralytics' exporters
+    call what torch has deprecated). The warnings machinery is process-wide, so blocks in several
+    threads share one set-up, undone by the last; `warnings.catch_warnings` would not nest across
+    threads.
+    """
+    global _warnings_users, _saved_warnings
+    with _warnings_lock:
+        if _warnings_users == 0:
+            _saved_warnings = (list(warnings.filters), warnings.showwarning)
+            warnings.simplefilter("always")
+            warnings.showwarning = _log_warning
+        _warnings_users += 1
+    try:
+        yield
+    finally:
+        with _warnings_lock:
+            _warnings_users -= 1
+            if _warnings_users == 0 and _saved_warnings is not None:
+                filters, showwarning = _saved_warnings
+                cast(list[Any], warnings.filters)[:] = filters
+                warnings.showwarning = showwarning
+                warnings._filters_mutated()  # type: ignore[attr-defined]
+
+
+def _log_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    _warnings_log.warning("%s: %s (%s:%d)", category.__name__, message, filename, lineno)

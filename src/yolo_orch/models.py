@@ -35,6 +35,9 @@ from yolo_orch.errors import (
 from yolo_orch.inputs import check_relative
 from yolo_orch.paths import client_path_errors, contained
 from yolo_orch.store.base import ModelStore
+from yolo_orch.variant_imports import importable_format
+from yolo_orch.variant_registry import VariantRegistry
+from yolo_orch.variants import UNIMPORTABLE_SUFFIXES, ExportFormat, Variant
 from yolo_orch.weights import CheckpointInfo, ResolvedWeights
 
 CHUNK_BYTES = 1 << 20
@@ -64,6 +67,7 @@ class ModelRegistry:
         self._limiter = file_limiter
         self._files_lock = asyncio.Lock()
         """Held while a model file is put in place or removed together with its registration."""
+        self.variants = VariantRegistry(store, models_dir / "variants", self._files_lock)
 
     async def import_stream(
         self, chunks: AsyncIterator[bytes], *, name: str, source: str, max_bytes: int
@@ -90,6 +94,7 @@ class ModelRegistry:
     async def import_path(self, relative: str, *, name: str | None) -> tuple[Model, bool]:
         """Import a file under one of the `model_roots`, named relative to that root."""
         check_relative(relative)
+        refuse_exported_file(relative)
         source = await anyio.to_thread.run_sync(
             self._find_in_roots, relative, limiter=self._limiter
         )
@@ -119,14 +124,33 @@ class ModelRegistry:
     async def list_models(self) -> list[Model]:
         return await self._store.list_models()
 
-    async def delete(self, ref: str) -> Model:
+    async def delete(self, ref: str, *, cascade: bool = False) -> Model:
+        """With `cascade`, its variants go too; without, a model that has any stays (409)."""
         async with self._files_lock:
-            model = await self._store.delete(ref)
+            variants = await self._store.list_variants((await self._store.get(ref)).id)
+            model = await self._store.delete(ref, cascade=cascade)
+            await self.variants.remove_folders(variants)
             if not await self._has_sha256(model.sha256):
                 await anyio.to_thread.run_sync(
                     self.path_of(model).unlink, True, limiter=self._limiter
                 )
         return model
+
+    async def import_variant_path(self, ref: str, relative: str) -> tuple[Variant, bool]:
+        """An exported file or OpenVINO folder under one of the `model_roots`, as a variant of
+        the model `ref`."""
+        check_relative(relative)
+        model = await self._store.get(ref)
+        source = await anyio.to_thread.run_sync(
+            self._find_in_roots, relative, True, limiter=self._limiter
+        )
+        # A folder is an OpenVINO model, whatever its name; a file says what it is by its suffix.
+        export_format = ExportFormat.OPENVINO if source.is_dir() else importable_format(source.name)
+        if export_format is ExportFormat.OPENVINO and not source.is_dir():
+            raise InvalidJob(
+                f"{relative!r} is not an OpenVINO model folder", code="invalid_variant"
+            )
+        return await self.variants.import_path(model, source, export_format)
 
     async def resolve(self, ref: str) -> ResolvedWeights:
         """What a runner loads: the file and the fingerprint it must still have."""
@@ -191,18 +215,32 @@ class ModelRegistry:
         self._dir.mkdir(parents=True, exist_ok=True)
         return self._dir / f".incoming-{uuid.uuid4().hex}.pt"
 
-    def _find_in_roots(self, relative: str) -> Path:
+    def _find_in_roots(self, relative: str, folders: bool = False) -> Path:
         if not self._roots:
             raise InvalidJob("this server has no model_roots configured", code="no_model_roots")
         for root in self._roots:
             with client_path_errors(relative):
                 real = contained(root / relative, root, relative, "model roots")
                 try:
-                    if stat.S_ISREG(os.stat(real).st_mode):
-                        return Path(real)
+                    mode = os.stat(real).st_mode
                 except FileNotFoundError:
                     continue
+                if stat.S_ISREG(mode) or (folders and stat.S_ISDIR(mode)):
+                    return Path(real)
         raise InvalidJob(f"{relative!r} is not a file under the model roots", code="file_not_found")
+
+
+def refuse_exported_file(file_name: str) -> None:
+    """An exported model is imported as a variant of its `.pt` (or not at all), never as one."""
+    lowered = file_name.lower().rstrip("/")
+    if not lowered.endswith((*UNIMPORTABLE_SUFFIXES, ".onnx", "_openvino_model")):
+        return  # not an export: the checkpoint inspection decides
+    export_format = importable_format(lowered)  # refuses TorchScript and TensorRT outright
+    raise InvalidJob(
+        f"{file_name!r} is an {export_format} model: import it as a variant of the .pt it was "
+        "exported from (POST /v1/models/{ref}/variants)",
+        code="import_as_variant",
+    )
 
 
 def model_view(model: Model) -> JsonObject:

@@ -46,6 +46,7 @@ from yolo_orch.resultfile import EntryPage
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
 from yolo_orch.task_data import check_task_dataset
+from yolo_orch.variants import ExportFormat, export_refusal
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class JobService:
         files: JobFiles,
         *,
         lane_count: int,
+        lane_ids: Sequence[str] = (),
         total_slots: int,
         max_queued: int,
         data_roots: Sequence[Path],
@@ -83,6 +85,7 @@ class JobService:
         self._models = models
         self._files = files
         self._lane_count = lane_count
+        self._lane_ids = tuple(lane_ids)
         self._total_slots = total_slots
         self._max_queued = max_queued
         self._data_roots = list(data_roots)
@@ -135,7 +138,12 @@ class JobService:
                 check_task(new.spec["params"], model.task)
             model_id, task = model.id, model.task
         spec = dict(new.spec)
-        if model_id is None and new.model == SIM_MODEL:
+        if new.kind is JobKind.EXPORT:
+            params = spec["params"]
+            self._check_buildable(ExportFormat(params["format"]), half=params["half"])
+            if "dataset" in spec:  # int8 calibration images, of the model's task
+                spec["dataset_path"] = str(await self._checked_dataset(spec, task))
+        elif model_id is None and new.model == SIM_MODEL:
             spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
         elif new.kind is JobKind.INFERENCE and "files" not in spec:
             inputs: list[str] = spec["inputs"]
@@ -149,7 +157,14 @@ class JobService:
             spec["dataset_path"] = str(await self._checked_dataset(spec, task))
             if new.kind is JobKind.TRAINING:
                 await self._check_output_name(spec["params"].get("output_name"))
+                for export_format in spec["params"].get("export", []):
+                    self._check_buildable(ExportFormat(export_format), half=False)
         return replace(new, spec=spec, model_id=model_id)
+
+    def _check_buildable(self, export_format: ExportFormat, *, half: bool) -> None:
+        """An export this host cannot build is refused now, not failed on a lane later."""
+        if reason := export_refusal(export_format, half=half, lanes=self._lane_ids):
+            raise InvalidJob(reason, code="export_unsupported")
 
     def _resolved_files(self, inputs: list[str]) -> list[JsonObject]:
         paths = resolve_inputs(inputs, self._data_roots, self._input_limits)

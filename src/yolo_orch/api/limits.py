@@ -36,18 +36,21 @@ class BodyLimits:
         max_discard_bytes: int,
         upload_routes: Collection[tuple[str, str]],
     ) -> None:
+        """`upload_routes`: (method, path) pairs; a `{name}` segment matches any one segment."""
         self._app = app
         self._default = max_request_bytes
         self._uploads = max_upload_bytes
         self._discard = max_discard_bytes
-        self._upload_routes = frozenset(upload_routes)
+        self._upload_routes = [
+            (method, [None if part.startswith("{") else part for part in path.split("/")])
+            for method, path in upload_routes
+        ]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        route = (scope["method"], scope["path"].rstrip("/"))
-        limit = self._uploads if route in self._upload_routes else self._default
+        limit = self._uploads if self._is_upload(scope) else self._default
         headers = Headers(scope=scope)
         declared = _content_length(headers)
         if declared is not None and declared > limit:
@@ -86,6 +89,15 @@ class BodyLimits:
             await send(message)
 
         await self._app(scope, limited_receive, send_closing)
+
+    def _is_upload(self, scope: Scope) -> bool:
+        parts = scope["path"].rstrip("/").split("/")
+        return any(
+            method == scope["method"]
+            and len(pattern) == len(parts)
+            and all(want is None or want == part for want, part in zip(pattern, parts, strict=True))
+            for method, pattern in self._upload_routes
+        )
 
 
 async def _drop_body(receive: Receive, most: int) -> bool:

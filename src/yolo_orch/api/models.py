@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request, Response, status
+from fastapi import APIRouter, Path, Query, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile
 
@@ -16,7 +16,9 @@ from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model, model_name_from_file
 from yolo_orch.errors import InvalidJob, UnsupportedMediaType
-from yolo_orch.models import CHUNK_BYTES, model_view
+from yolo_orch.models import CHUNK_BYTES, model_view, refuse_exported_file
+from yolo_orch.variant_registry import variant_view
+from yolo_orch.variants import Variant
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -58,6 +60,51 @@ class ModelPublic(BaseModel):
 
 class ModelList(BaseModel):
     models: list[ModelPublic]
+
+
+class LineagePublic(BaseModel):
+    source_sha256: str = Field(description="The .pt it was exported from; empty when imported.")
+    imgsz: int
+    half: bool
+    int8: bool
+    dynamic: bool
+    batch: int
+    device: str | None = Field(default=None, description="The lane it was built on.")
+    gpu_name: str | None = None
+    compute_capability: str | None = None
+    tensorrt_version: str | None = None
+    ultralytics_version: str | None = None
+
+
+class VariantPublic(BaseModel):
+    id: str
+    model_id: str
+    format: str = Field(examples=["onnx", "openvino", "torchscript", "engine"])
+    sha256: str = Field(description="Digest over `files`, the manifest.")
+    size_bytes: int
+    files: dict[str, str] = Field(description="Each file and its SHA-256.")
+    lineage: LineagePublic
+    source: str
+    created_at: datetime
+    usable: bool
+
+    @classmethod
+    def of(cls, variant: Variant) -> VariantPublic:
+        return cls.model_validate(variant_view(variant))
+
+
+class ModelDetail(ModelPublic):
+    variants: list[VariantPublic] = Field(description="Exported variants, newest first.")
+
+
+class VariantImportFromPath(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="An .onnx file or an OpenVINO model folder, relative to a model root.",
+    )
 
 
 _IMPORT_BODY: dict[str, Any] = {
@@ -129,22 +176,118 @@ async def list_models(services: ServicesDep) -> ModelList:
 
 
 @router.get(
-    "/{ref}", response_model=ModelPublic, summary="Get a model", responses=problem_responses(404)
+    "/{ref}",
+    response_model=ModelDetail,
+    summary="Get a model and its variants",
+    responses=problem_responses(404),
 )
-async def get_model(ref: ModelRef, services: ServicesDep) -> ModelPublic:
-    return ModelPublic.of(await services.models.get(ref))
+async def get_model(ref: ModelRef, services: ServicesDep) -> ModelDetail:
+    model = await services.models.get(ref)
+    variants = await services.models.variants.list_for(model.id)
+    return ModelDetail(
+        **ModelPublic.of(model).model_dump(), variants=[VariantPublic.of(v) for v in variants]
+    )
 
 
 @router.delete(
     "/{ref}",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Delete a model",
-    description="Refused (409) while queued or running jobs use it.",
+    description="Refused (409) while queued or running jobs use it, and while it has variants "
+    "unless `cascade=true`, which deletes them with it.",
     responses=problem_responses(404, 409),
     dependencies=[admin_scope],
 )
-async def delete_model(ref: ModelRef, services: ServicesDep) -> Response:
-    await services.models.delete(ref)
+async def delete_model(
+    ref: ModelRef,
+    services: ServicesDep,
+    cascade: Annotated[bool, Query(description="Delete its variants too.")] = False,
+) -> Response:
+    await services.models.delete(ref, cascade=cascade)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+_VARIANT_IMPORT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {"file": {"type": "string", "format": "binary"}},
+                }
+            },
+            "application/json": {"schema": VariantImportFromPath.model_json_schema()},
+        },
+    }
+}
+
+
+@router.post(
+    "/{ref}/variants",
+    response_model=VariantPublic,
+    status_code=status.HTTP_201_CREATED,
+    summary="Import an exported variant",
+    description="Upload an `.onnx` file or a `.zip` of an OpenVINO model (its `.xml`, `.bin` and "
+    "`metadata.yaml`), or name either under a model root (JSON `{path}`). Loading these runs no "
+    "code; TorchScript and TensorRT files do, and are refused (422 `format_not_importable`). "
+    "The task and class names in the file must be the model's. The same files again return "
+    "the existing variant (200).",
+    responses={
+        200: {"model": VariantPublic, "description": "Already registered"},
+        **problem_responses(404, 413, 415, 422),
+    },
+    openapi_extra=_VARIANT_IMPORT_BODY,
+    dependencies=[admin_scope],
+)
+async def import_variant(
+    ref: ModelRef, request: Request, services: ServicesDep, response: Response
+) -> VariantPublic:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        try:
+            body = VariantImportFromPath.model_validate_json(await request.body())
+        except ValidationError as exc:
+            raise InvalidJob(_first_error(exc), code="invalid_request") from None
+        variant, created = await services.models.import_variant_path(ref, body.path)
+    elif content_type == "multipart/form-data":
+        model = await services.models.get(ref)
+        async with request.form(max_files=1, max_fields=2) as form:
+            upload = form.get("file")
+            if not isinstance(upload, UploadFile):
+                raise InvalidJob("the multipart body needs a `file` part", code="invalid_request")
+            variant, created = await services.models.variants.import_upload(
+                model,
+                _chunks(upload),
+                upload.filename or "",
+                services.settings.max_upload_bytes,
+            )
+    else:
+        raise UnsupportedMediaType(
+            "send multipart/form-data (field `file`) or application/json (`path`)"
+        )
+    if created:
+        response.headers["Location"] = f"/v1/models/{variant.model_id}"
+    else:
+        response.status_code = status.HTTP_200_OK
+    return VariantPublic.of(variant)
+
+
+@router.delete(
+    "/{ref}/variants/{variant_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a variant",
+    responses=problem_responses(404),
+    dependencies=[admin_scope],
+)
+async def delete_variant(
+    ref: ModelRef,
+    variant_id: Annotated[str, Path(max_length=200)],
+    services: ServicesDep,
+) -> Response:
+    model = await services.models.get(ref)
+    await services.models.variants.delete(model, variant_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -153,6 +296,7 @@ async def _import_upload(request: Request, services: ServicesDep) -> tuple[Model
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise InvalidJob("the multipart body needs a `file` part", code="invalid_request")
+        refuse_exported_file(upload.filename or "")
         raw_name = form.get("name")
         if isinstance(raw_name, str) and raw_name:
             try:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from yolo_orch.domain import SIM_MODEL, Job, JobKind, JobState, NewJob
 from yolo_orch.params.common import SIM_FIELDS, SimulatedParams
+from yolo_orch.params.export import ExportParams
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.params.training import TrainingParams
 from yolo_orch.params.validation import ValidationParams
@@ -78,6 +79,32 @@ class TrainingJobCreate(_JobCreateBase):
         return _new_job(self, JobKind.TRAINING, spec, self.gpus, max_attempts, idempotency_key)
 
 
+class ExportJobCreate(_JobCreateBase):
+    kind: Literal["export"]
+    model: str = Field(
+        min_length=1, max_length=200, description="The registered .pt model to export."
+    )
+    dataset: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="int8 only: a data.yaml under a data root to calibrate on.",
+    )
+    params: ExportParams
+
+    @model_validator(mode="after")
+    def _dataset_for_int8_only(self) -> ExportJobCreate:
+        if self.params.int8 != (self.dataset is not None) and self.model != SIM_MODEL:
+            raise ValueError("int8 needs a calibration dataset, and a dataset is for int8 only")
+        return self
+
+    def to_new_job(self, max_attempts: int, idempotency_key: str | None) -> NewJob:
+        spec: dict[str, Any] = {"params": self.params.model_dump(mode="json", exclude_none=True)}
+        if self.dataset is not None:
+            spec["dataset"] = self.dataset
+        return _new_job(self, JobKind.EXPORT, spec, 1, max_attempts, idempotency_key)
+
+
 class ValidationJobCreate(_JobCreateBase):
     kind: Literal["validation"]
     dataset: str | None = Field(
@@ -107,7 +134,8 @@ class ValidationJobCreate(_JobCreateBase):
 
 
 JobCreate = Annotated[
-    InferenceJobCreate | TrainingJobCreate | ValidationJobCreate, Field(discriminator="kind")
+    InferenceJobCreate | TrainingJobCreate | ValidationJobCreate | ExportJobCreate,
+    Field(discriminator="kind"),
 ]
 
 

@@ -55,6 +55,7 @@ class Kind(enum.StrEnum):
     inference = "inference"
     training = "training"
     validation = "validation"
+    export = "export"
 
 
 def register(app: typer.Typer) -> None:
@@ -321,12 +322,14 @@ def models_list(as_json: AsJson = False, url: Url = DEFAULT_URL, token: Token = 
 @models_app.command("delete")
 def models_delete(
     ref: Annotated[str, typer.Argument(help="The model's id or name.", show_default=False)],
+    cascade: Annotated[bool, typer.Option(help="Delete its exported variants too.")] = False,
     url: Url = DEFAULT_URL,
     token: Token = None,
 ) -> None:
-    """Delete a model (refused while queued or running jobs use it)."""
+    """Delete a model (refused while queued or running jobs use it, or while it has variants
+    unless --cascade)."""
     with _api(url, token) as api:
-        api.delete_model(ref)
+        api.delete_model(ref, cascade=cascade)
     typer.echo(f"deleted model {ref}")
 
 

@@ -157,8 +157,9 @@ class ApiClient:
     def models(self) -> Json:
         return self._json("GET", "/v1/models")
 
-    def delete_model(self, ref: str) -> None:
-        self._request("DELETE", f"/v1/models/{_segment(ref)}")
+    def delete_model(self, ref: str, *, cascade: bool = False) -> None:
+        params = {"cascade": "true"} if cascade else {}
+        self._request("DELETE", f"/v1/models/{_segment(ref)}", params=params)
 
     # host
 

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN
 from yolo_orch.params.common import SimulatedParams
+from yolo_orch.params.export import ExportFormatParam
 
 
 class TrainingParams(SimulatedParams):
@@ -35,4 +36,9 @@ class TrainingParams(SimulatedParams):
         max_length=MODEL_NAME_MAX_LENGTH,
         pattern=MODEL_NAME_PATTERN,
         description="Name of the produced model (default: train-<first 8 of the job id>).",
+    )
+    export: list[ExportFormatParam] = Field(
+        default_factory=list,
+        max_length=4,
+        description="Formats to export the produced model to, in the same job (its variants).",
     )

@@ -73,6 +73,8 @@ class SimulatedRunner:
             return _training_result(ctx.job.id, steps)
         if ctx.job.kind is JobKind.VALIDATION:
             return _validation_result(ctx.job.id, ctx.job.spec.get("split", "val"))
+        if ctx.job.kind is JobKind.EXPORT:
+            return _export_result(str(params["format"]))
         return _inference_result(list(ctx.job.spec.get("inputs", [])))
 
 
@@ -130,3 +132,8 @@ def _fake_metrics(job_id: str) -> JsonObject:
         "mAP50": round(rng.uniform(0.4, 0.8), 4),
         "mAP50-95": round(rng.uniform(0.2, 0.6), 4),
     }
+
+
+def _export_result(export_format: str) -> JobResult:
+    summary = {"model_id": None, "variant_id": None, "format": export_format}
+    return JobResult(summary=summary, detail={**summary, "variant": None})

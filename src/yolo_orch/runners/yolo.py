@@ -8,14 +8,16 @@ from pathlib import Path
 import anyio.from_thread
 
 from yolo_orch.domain import JobKind, JobResult, JsonObject
-from yolo_orch.errors import InvalidJobInput
+from yolo_orch.errors import InvalidJobInput, VariantTampered
 from yolo_orch.models import ModelRegistry, model_view
 from yolo_orch.runners.base import RunContext, Runner
+from yolo_orch.runners.export import ExportedFiles, ExportsAfterTraining, YoloExportRunner
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.sources import shipped_architecture
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.runners.validation import YoloValidationRunner
 from yolo_orch.runners.yolo_env import configure_ultralytics
+from yolo_orch.variant_registry import variant_view
 from yolo_orch.weights import ModelTampered, ResolvedWeights
 
 
@@ -59,16 +61,21 @@ class UltralyticsRuntime:
         self.validation = YoloValidationRunner(
             self._resolve_weights, data_roots=data_roots, cpu_threads=cpu_threads
         )
+        self.export = YoloExportRunner(
+            self._resolve_weights, self._register_variant, data_roots=data_roots
+        )
+        self._runners: dict[JobKind, Runner] = {
+            JobKind.INFERENCE: self.inference,
+            JobKind.TRAINING: ExportsAfterTraining(self.training, self.export),
+            JobKind.VALIDATION: self.validation,
+            JobKind.EXPORT: self.export,
+        }
 
     def lanes(self) -> list[str]:
         return detect_lanes()
 
     def runner(self, kind: JobKind) -> Runner:
-        runners: dict[JobKind, Runner] = {
-            JobKind.TRAINING: self.training,
-            JobKind.VALIDATION: self.validation,
-        }
-        return _MarksTamperedModels(runners.get(kind, self.inference), self._registry)
+        return MarksTamperedModels(self._runners[kind], self._registry)
 
     def provides(self, model: str, kind: JobKind) -> bool:
         """Training may start from a shipped architecture (`yolo11n.yaml`); every other model
@@ -98,13 +105,32 @@ class UltralyticsRuntime:
         )
         return model_view(model)
 
+    def _register_variant(self, files: ExportedFiles) -> JsonObject:
+        """An export's files enter the registry as a variant of the model they came from."""
+
+        async def register() -> JsonObject:
+            model = await self._registry.get(files.model_id)
+            variant = await self._registry.variants.register_export(
+                files.output,
+                model,
+                files.format,
+                files.lineage,
+                job_id=files.job_id,
+                source=files.source,
+                expected=files.manifest,
+            )
+            return variant_view(variant)
+
+        return anyio.from_thread.run(register)
+
     def _resolve_weights(self, ref: str) -> ResolvedWeights:
         # Runners run in worker threads; the registry lives on the event loop.
         return anyio.from_thread.run(self._registry.resolve, ref)
 
 
-class _MarksTamperedModels:
-    """A model whose file no longer matches its fingerprint is never loaded again."""
+class MarksTamperedModels:
+    """A model or variant whose files no longer match their fingerprints is never loaded
+    again."""
 
     def __init__(self, runner: Runner, registry: ModelRegistry) -> None:
         self._runner = runner
@@ -113,6 +139,9 @@ class _MarksTamperedModels:
     def run(self, ctx: RunContext) -> JobResult:
         try:
             return self._runner.run(ctx)
+        except VariantTampered as e:  # the variant is retired; its model stays usable
+            anyio.from_thread.run(self._registry.variants.mark_unusable, e.variant_id)
+            raise
         except ModelTampered:
             if ctx.job.model_id is not None:
                 anyio.from_thread.run(self._registry.mark_unusable, ctx.job.model_id)

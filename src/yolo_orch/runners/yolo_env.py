@@ -9,6 +9,11 @@ start-up (the app lifespan, a CLI command, a test fixture) before anything impor
 What each setting stops is measured in `ULTRALYTICS.md`: the DNS probe at import, PyPI checks,
 analytics, pip auto-install, integrations, the font download (not covered by `YOLO_OFFLINE`: a local
 TTF is put where ultralytics looks for Arial), and pickled code in weights (safe load).
+
+OpenVINO's model converter, which ultralytics' OpenVINO export calls, sends usage telemetry to
+Google Analytics unless a consent file in the home folder says no, from a forked process per event
+(33 forks in one export, measured): `openvino_telemetry` is made unimportable here, so the
+converter uses its own no-op stub.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ __all__ = ["configure_ultralytics"]
 
 _FONT_NAMES = ("Arial.ttf", "Arial.Unicode.ttf")
 _INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard", "wandb")
+
+_TELEMETRY_MODULES = ("openvino_telemetry", "openvino_telemetry.backend")
 
 _lock = threading.Lock()
 _configured_dir: Path | None = None
@@ -44,6 +51,7 @@ def configure_ultralytics(config_dir: Path) -> Path:
         if _configured_dir is None:
             config_dir.mkdir(parents=True, exist_ok=True)
             _set_environment(config_dir)
+            _block_telemetry()
             _install_fonts(config_dir / "Ultralytics")
             _apply_settings(config_dir)
             _configured_dir = config_dir
@@ -62,6 +70,12 @@ def _set_environment(config_dir: Path) -> None:
     os.environ["YOLO_VERBOSE"] = "False"
     os.environ["ULTRALYTICS_SAFE_LOAD"] = "1"
     os.environ["MPLCONFIGDIR"] = str(mpl_dir)
+
+
+def _block_telemetry() -> None:
+    """Every importer of `openvino_telemetry` falls back to a stub when the import fails."""
+    for name in _TELEMETRY_MODULES:
+        sys.modules[name] = None  # type: ignore[assignment]
 
 
 def _install_fonts(ultralytics_dir: Path) -> None:

@@ -16,6 +16,7 @@ from yolo_orch.domain import (
     Page,
     Progress,
 )
+from yolo_orch.variants import NewVariant, Variant
 
 
 class JobStore(ABC):
@@ -115,15 +116,42 @@ class ModelStore(ABC):
         """Newest first."""
 
     @abstractmethod
-    async def delete(self, ref: str) -> Model:
+    async def delete(self, ref: str, *, cascade: bool = False) -> Model:
         """Forget the model and return it, so the caller can remove its file.
 
         Raise `ModelInUse` while queued or running jobs use it (they would fail for want of
-        it); finished jobs do not block, and lose their `model_id`. Raise `ModelNotFound` if
-        unknown.
+        it); finished jobs do not block, and lose their `model_id`. Raise `ModelHasVariants`
+        while it has variants, unless `cascade`, which forgets them with it. Raise
+        `ModelNotFound` if unknown.
         """
 
     @abstractmethod
     async def mark_unusable(self, model_id: str) -> None:
         """Refuse new jobs for a model whose file no longer matches its fingerprint; it stays
         listed so that clients see why. Raise `ModelNotFound` for an unknown id."""
+
+    @abstractmethod
+    async def add_variant(self, new: NewVariant, now: datetime) -> tuple[Variant, bool]:
+        """Register `new` and return it with `True`.
+
+        Return the variant already registered instead, with `False`, when the model has one with
+        the same digest, or when `new.job_id` registered one of the same format (a job rerun
+        after a crash). Raise `ModelNotFound` if `new.model_id` is unknown.
+        """
+
+    @abstractmethod
+    async def list_variants(self, model_id: str) -> list[Variant]:
+        """The model's variants, newest first (none for an unknown model)."""
+
+    @abstractmethod
+    async def get_variant(self, variant_id: str) -> Variant:
+        """Raise `VariantNotFound` if unknown."""
+
+    @abstractmethod
+    async def delete_variant(self, variant_id: str) -> Variant:
+        """Forget the variant and return it. Raise `VariantNotFound` if unknown."""
+
+    @abstractmethod
+    async def mark_variant_unusable(self, variant_id: str) -> None:
+        """Never pick the variant again (its files no longer match); it stays listed so that
+        clients see why. Raise `VariantNotFound` if unknown."""

@@ -30,12 +30,15 @@ from yolo_orch.errors import (
     IdempotencyKeyReused,
     JobAlreadyFinished,
     JobNotFound,
+    ModelHasVariants,
     ModelInUse,
     ModelNameTaken,
     ModelNotFound,
     QueueFull,
+    VariantNotFound,
 )
 from yolo_orch.store.base import JobStore, ModelStore
+from yolo_orch.variants import NewVariant, Variant
 
 
 @dataclass
@@ -47,6 +50,8 @@ class InMemoryDatabase:
     job_ids_by_key: dict[str, str] = field(default_factory=dict)
     last_seq: int = 0
     models: dict[str, Model] = field(default_factory=dict)
+    """By id, in registration order."""
+    variants: dict[str, Variant] = field(default_factory=dict)
     """By id, in registration order."""
 
     def active_job_ids(self, model_id: str) -> list[str]:
@@ -216,6 +221,7 @@ class InMemoryModelStore(ModelStore):
     def __init__(self, db: InMemoryDatabase | None = None) -> None:
         self._db = db if db is not None else InMemoryDatabase()
         self._models = self._db.models
+        self._variants = self._db.variants
 
     # Inspection helpers for tests.
     @property
@@ -251,10 +257,15 @@ class InMemoryModelStore(ModelStore):
         newest_first = list(reversed(self._models.values()))
         return sorted(newest_first, key=lambda model: model.created_at, reverse=True)
 
-    async def delete(self, ref: str) -> Model:
+    async def delete(self, ref: str, *, cascade: bool = False) -> Model:
         model = self._find(ref)
         if users := self._db.active_job_ids(model.id):
             raise ModelInUse(ref, users)
+        if variant_ids := sorted(v.id for v in self._variants.values() if v.model_id == model.id):
+            if not cascade:
+                raise ModelHasVariants(ref, variant_ids)
+            for variant_id in variant_ids:
+                del self._variants[variant_id]
         del self._models[model.id]
         # As the SQLite foreign key does (ON DELETE SET NULL).
         for job in list(self._db.jobs.values()):
@@ -277,3 +288,49 @@ class InMemoryModelStore(ModelStore):
             if model.name == ref:
                 return model
         raise ModelNotFound(ref)
+
+    async def add_variant(self, new: NewVariant, now: datetime) -> tuple[Variant, bool]:
+        if new.model_id not in self._models:
+            raise ModelNotFound(new.model_id)
+        for variant in self._variants.values():
+            if variant.model_id == new.model_id and (
+                variant.sha256 == new.sha256
+                or (
+                    new.job_id is not None
+                    and (variant.job_id, variant.format) == (new.job_id, new.format)
+                )
+            ):
+                return variant, False
+        variant = Variant(
+            id=new.id,
+            model_id=new.model_id,
+            format=new.format,
+            sha256=new.sha256,
+            size_bytes=new.size_bytes,
+            files=dict(new.files),
+            lineage=new.lineage,
+            source=new.source,
+            job_id=new.job_id,
+            created_at=now,
+        )
+        self._variants[variant.id] = variant
+        return variant, True
+
+    async def list_variants(self, model_id: str) -> list[Variant]:
+        newest_first = [v for v in reversed(self._variants.values()) if v.model_id == model_id]
+        return sorted(newest_first, key=lambda variant: variant.created_at, reverse=True)
+
+    async def get_variant(self, variant_id: str) -> Variant:
+        try:
+            return self._variants[variant_id]
+        except KeyError:
+            raise VariantNotFound(variant_id) from None
+
+    async def delete_variant(self, variant_id: str) -> Variant:
+        variant = await self.get_variant(variant_id)
+        del self._variants[variant_id]
+        return variant
+
+    async def mark_variant_unusable(self, variant_id: str) -> None:
+        variant = await self.get_variant(variant_id)
+        self._variants[variant_id] = replace(variant, usable=False)

@@ -8,11 +8,12 @@ cheaper per write than ORM objects and a flush.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Index, RowMapping, String, Table
+from sqlalchemy import JSON, Index, RowMapping, String, Table, UniqueConstraint
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
@@ -27,6 +28,7 @@ from yolo_orch.domain import (
     NewModel,
     Progress,
 )
+from yolo_orch.variants import ExportFormat, Lineage, NewVariant, Variant
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -114,9 +116,32 @@ class ModelRow(SQLModel, table=True):
     usable: bool = True
 
 
+class VariantRow(SQLModel, table=True):
+    """An exported variant of a model (see `variants.py`). Its files live in
+    `{models_dir}/variants/{id}/`."""
+
+    __tablename__ = "model_variants"
+    __table_args__ = (UniqueConstraint("model_id", "sha256", name="uq_model_variants_sha256"),)
+
+    id: str = Field(primary_key=True)
+    # CASCADE backs up the store's own cascade delete (a model is refused deletion while it has
+    # variants unless the client asks for both).
+    model_id: str = Field(foreign_key="models.id", ondelete="CASCADE", index=True)
+    format: str
+    sha256: str
+    size_bytes: int
+    files: dict[str, str] = Field(sa_type=JSON)
+    lineage: dict[str, Any] = Field(sa_type=JSON)
+    source: str
+    job_id: str | None = Field(default=None, index=True)
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    usable: bool = True
+
+
 JOBS: Table = JobRow.metadata.tables["jobs"]
 MODELS: Table = ModelRow.metadata.tables["models"]
 JOB_COUNTS: Table = JobCountRow.metadata.tables["job_counts"]
+VARIANTS: Table = VariantRow.metadata.tables["model_variants"]
 
 # Serves `next_queued` (WHERE state = 'queued' ORDER BY priority DESC, seq) in index order, with
 # no sort, and the bounded count of queued jobs in `create`. Migration 0003 builds it.
@@ -230,6 +255,38 @@ def model_from_row(row: RowMapping) -> Model:
         class_names=tuple(row["class_names"]),
         source=row["source"],
         file_name=row["file_name"],
+        created_at=row["created_at"],
+        usable=bool(row["usable"]),
+    )
+
+
+def new_variant_values(new: NewVariant, now: datetime) -> dict[str, Any]:
+    return {
+        "id": new.id,
+        "model_id": new.model_id,
+        "format": str(new.format),
+        "sha256": new.sha256,
+        "size_bytes": new.size_bytes,
+        "files": dict(new.files),
+        "lineage": dataclasses.asdict(new.lineage),
+        "source": new.source,
+        "job_id": new.job_id,
+        "created_at": now,
+        "usable": True,
+    }
+
+
+def variant_from_row(row: RowMapping) -> Variant:
+    return Variant(
+        id=row["id"],
+        model_id=row["model_id"],
+        format=ExportFormat(row["format"]),
+        sha256=row["sha256"],
+        size_bytes=row["size_bytes"],
+        files=dict(row["files"]),
+        lineage=Lineage(**row["lineage"]),
+        source=row["source"],
+        job_id=row["job_id"],
         created_at=row["created_at"],
         usable=bool(row["usable"]),
     )

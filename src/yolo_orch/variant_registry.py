@@ -1,0 +1,224 @@
+"""The registry's exported variants: their folders and their records.
+
+Each variant lives in `{models_dir}/variants/{variant id}/`, holding the one file or folder that
+ultralytics loads (`variants.ENTRY_NAMES`). Files are staged in a hidden folder beside it,
+fingerprinted, and renamed into place before the record is added, so a half-written export is
+never registered; a staged folder left by a crash is never read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio.to_thread
+
+from yolo_orch.clock import utcnow
+from yolo_orch.domain import JsonObject, Model
+from yolo_orch.errors import BodyTooLarge, InvalidJob, VariantNotFound
+from yolo_orch.manifests import Manifest, copy_tree_hashing, fingerprint_tree, remove_tree
+from yolo_orch.store.base import ModelStore
+from yolo_orch.variant_imports import describe, entry_of, importable_format, unpack_openvino_zip
+from yolo_orch.variants import ExportFormat, Lineage, NewVariant, Variant
+
+
+@dataclass(frozen=True)
+class ResolvedVariant:
+    """What a runner loads: the variant, its folder, and the file or folder ultralytics opens."""
+
+    variant: Variant
+    folder: Path
+
+    @property
+    def entry(self) -> Path:
+        return entry_of(self.folder, self.variant.format)
+
+
+class VariantRegistry:
+    def __init__(self, store: ModelStore, variants_dir: Path, files_lock: asyncio.Lock) -> None:
+        self._store = store
+        self._dir = variants_dir
+        self._files_lock = files_lock
+        """The model registry's: held while folders and their records change together."""
+
+    async def register_export(
+        self,
+        output: Path,
+        model: Model,
+        export_format: ExportFormat,
+        lineage: Lineage,
+        *,
+        job_id: str,
+        source: str,
+        expected: Manifest,
+    ) -> Variant:
+        """Register what an export job wrote (`output`: a file, or OpenVINO's folder). The
+        copy is fingerprinted as it is written and must match what the job fingerprinted."""
+        staged = self._staging_dir()
+        try:
+            name = entry_of(staged, export_format).name
+            if output.name != name:
+                raise RuntimeError(f"an {export_format} export is named {name}, not {output.name}")
+            manifest = await anyio.to_thread.run_sync(copy_tree_hashing, output, staged, name)
+            if manifest.files != expected.files:
+                raise RuntimeError(f"{output} changed while it was registered")
+            new = NewVariant(
+                model_id=model.id,
+                format=export_format,
+                sha256=manifest.digest,
+                size_bytes=manifest.size_bytes,
+                files=manifest.files,
+                lineage=lineage,
+                source=source,
+                job_id=job_id,
+            )
+            return await self._install(staged, new)
+        finally:
+            await anyio.to_thread.run_sync(remove_tree, staged)
+
+    async def import_upload(
+        self, model: Model, chunks: AsyncIterator[bytes], file_name: str, max_bytes: int
+    ) -> tuple[Variant, bool]:
+        """An uploaded `.onnx` file or a `.zip` of an OpenVINO model, as a variant of `model`."""
+        export_format = importable_format(file_name)
+        staged = self._staging_dir()
+        try:
+            await anyio.to_thread.run_sync(lambda: staged.mkdir(parents=True))
+            received = staged / ("upload.zip" if export_format is ExportFormat.OPENVINO else "u")
+            await _receive(chunks, received, max_bytes)
+            entry = entry_of(staged, export_format)
+            if export_format is ExportFormat.OPENVINO:
+                await anyio.to_thread.run_sync(unpack_openvino_zip, received, entry, max_bytes)
+                await anyio.to_thread.run_sync(received.unlink)
+            else:
+                await anyio.to_thread.run_sync(os.replace, received, entry)
+            return await self._import_staged(model, staged, export_format, "upload")
+        finally:
+            await anyio.to_thread.run_sync(remove_tree, staged)
+
+    async def import_path(
+        self, model: Model, source: Path, export_format: ExportFormat
+    ) -> tuple[Variant, bool]:
+        """A file or OpenVINO folder found under the model roots, copied in."""
+        staged = self._staging_dir()
+        try:
+            name = entry_of(staged, export_format).name
+            try:
+                await anyio.to_thread.run_sync(copy_tree_hashing, source, staged, name)
+            except ValueError as e:  # a link or a special file inside the folder
+                raise InvalidJob(str(e), code="invalid_variant") from None
+            return await self._import_staged(model, staged, export_format, f"path:{source}")
+        finally:
+            await anyio.to_thread.run_sync(remove_tree, staged)
+
+    async def list_for(self, model_id: str) -> list[Variant]:
+        return await self._store.list_variants(model_id)
+
+    async def resolve(self, model_id: str) -> list[ResolvedVariant]:
+        """The model's usable variants, newest first, with their folders."""
+        variants = await self._store.list_variants(model_id)
+        return [ResolvedVariant(v, self.folder_of(v)) for v in variants if v.usable]
+
+    async def mark_unusable(self, variant_id: str) -> None:
+        await self._store.mark_variant_unusable(variant_id)
+
+    async def delete(self, model: Model, variant_id: str) -> Variant:
+        async with self._files_lock:
+            variant = await self._store.get_variant(variant_id)
+            if variant.model_id != model.id:
+                raise VariantNotFound(variant_id)
+            await self._store.delete_variant(variant_id)
+            await anyio.to_thread.run_sync(remove_tree, self.folder_of(variant))
+        return variant
+
+    async def remove_folders(self, variants: list[Variant]) -> None:
+        """After their records are gone (a cascade delete of their model)."""
+        for variant in variants:
+            await anyio.to_thread.run_sync(remove_tree, self.folder_of(variant))
+
+    def folder_of(self, variant: Variant) -> Path:
+        return self._dir / variant.id
+
+    async def _import_staged(
+        self, model: Model, staged: Path, export_format: ExportFormat, source: str
+    ) -> tuple[Variant, bool]:
+        entry = entry_of(staged, export_format)
+        meta = await anyio.to_thread.run_sync(describe, entry, export_format)
+        if (meta.task, meta.class_names) != (model.task, model.class_names):
+            raise InvalidJob(
+                f"the file is a {meta.task} model with classes {list(meta.class_names)}; model "
+                f"{model.name!r} is a {model.task} model with classes {list(model.class_names)}",
+                code="variant_mismatch",
+            )
+        manifest = await anyio.to_thread.run_sync(fingerprint_tree, staged)
+        lineage = Lineage(
+            source_sha256="",
+            imgsz=meta.imgsz,
+            half=meta.half,
+            int8=meta.int8,
+            dynamic=meta.dynamic,
+            batch=meta.batch,
+            device=None,
+        )
+        new = NewVariant(
+            model_id=model.id,
+            format=export_format,
+            sha256=manifest.digest,
+            size_bytes=manifest.size_bytes,
+            files=manifest.files,
+            lineage=lineage,
+            source=source,
+        )
+        variant = await self._install(staged, new)
+        return variant, variant.id == new.id
+
+    async def _install(self, staged: Path, new: NewVariant) -> Variant:
+        """Rename the staged folder into place and register it; the folder goes again if the
+        record is refused or one registered before is returned."""
+        final = self._dir / new.id
+        async with self._files_lock:
+            await anyio.to_thread.run_sync(os.replace, staged, final)
+            try:
+                variant, created = await self._store.add_variant(new, utcnow())
+            except BaseException:
+                await anyio.to_thread.run_sync(remove_tree, final)
+                raise
+            if not created:
+                await anyio.to_thread.run_sync(remove_tree, final)
+        return variant
+
+    def _staging_dir(self) -> Path:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        return self._dir / f".incoming-{uuid.uuid4().hex}"
+
+
+def variant_view(variant: Variant) -> JsonObject:
+    """A variant as clients see it."""
+    return {
+        "id": variant.id,
+        "model_id": variant.model_id,
+        "format": str(variant.format),
+        "sha256": variant.sha256,
+        "size_bytes": variant.size_bytes,
+        "files": dict(variant.files),
+        "lineage": {
+            key: value for key, value in vars(variant.lineage).items() if value is not None
+        },
+        "source": variant.source,
+        "created_at": variant.created_at.isoformat(),
+        "usable": variant.usable,
+    }
+
+
+async def _receive(chunks: AsyncIterator[bytes], target: Path, max_bytes: int) -> None:
+    size = 0
+    with target.open("wb") as file:
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > max_bytes:
+                raise BodyTooLarge(max_bytes, "the upload")
+            await anyio.to_thread.run_sync(file.write, chunk)

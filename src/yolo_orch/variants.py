@@ -1,0 +1,184 @@
+"""Exported variants of a registry model, and which one a lane runs. Plain values and rules only:
+no I/O, no torch.
+
+A variant is one export of a `.pt` model (ONNX, OpenVINO, TorchScript or a TensorRT engine) with
+its own id, a fingerprint over all its files, and its lineage: what it was built from, with which
+options, for which device and software.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+class ExportFormat(enum.StrEnum):
+    ONNX = "onnx"
+    OPENVINO = "openvino"
+    TORCHSCRIPT = "torchscript"
+    ENGINE = "engine"
+    """TensorRT: built on the CUDA lane that will run it, for that GPU model and software."""
+
+
+IMPORTABLE_FORMATS = frozenset({ExportFormat.ONNX, ExportFormat.OPENVINO})
+"""Loading these runs no code from the files, so a client may upload them. A TorchScript
+archive or a TensorRT engine is deserialised into executable code: only the server's own exports
+are trusted."""
+
+ENTRY_NAMES = {
+    ExportFormat.ONNX: "model.onnx",
+    ExportFormat.OPENVINO: "model_openvino_model",
+    ExportFormat.TORCHSCRIPT: "model.torchscript",
+    ExportFormat.ENGINE: "model.engine",
+}
+"""What a variant's folder holds: one file, or (OpenVINO) one folder. ultralytics tells formats
+apart by these names."""
+
+UNIMPORTABLE_SUFFIXES = {
+    ".torchscript": ExportFormat.TORCHSCRIPT,
+    ".engine": ExportFormat.ENGINE,
+    ".plan": ExportFormat.ENGINE,
+}
+
+INT8_FORMATS = frozenset({ExportFormat.OPENVINO, ExportFormat.ENGINE})
+SIMPLIFY_FORMATS = frozenset({ExportFormat.ONNX, ExportFormat.ENGINE})
+"""Formats built through an ONNX graph that onnxslim can simplify."""
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """What a variant was built from and for."""
+
+    source_sha256: str
+    """The `.pt` it was exported from (empty when imported without one)."""
+    imgsz: int
+    half: bool
+    int8: bool
+    dynamic: bool
+    """Dynamic input shapes: it runs any image size; else only `imgsz`."""
+    batch: int
+    device: str | None
+    """The lane it was built on (`cpu`, `cuda:0`); None when imported."""
+    gpu_name: str | None = None
+    compute_capability: str | None = None
+    """`8.9`-style, for CUDA builds."""
+    tensorrt_version: str | None = None
+    ultralytics_version: str | None = None
+
+
+@dataclass(frozen=True)
+class NewVariant:
+    """Fingerprinted files, already in place, about to be registered."""
+
+    model_id: str
+    format: ExportFormat
+    sha256: str
+    """The digest over the manifest (see `manifests.py`)."""
+    size_bytes: int
+    files: Mapping[str, str]
+    """The manifest: each file's path inside the variant's folder and its SHA-256."""
+    lineage: Lineage
+    source: str
+    """`export:<job id>`, `training:<job id>`, `upload` or `path:<absolute path>`."""
+    job_id: str | None = None
+    """The job that built it: the same job registering again (a rerun after a crash) gets the
+    variant it registered before."""
+    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    """Chosen before registration: it names the variant's folder."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    model_id: str
+    format: ExportFormat
+    sha256: str
+    size_bytes: int
+    files: Mapping[str, str]
+    lineage: Lineage
+    source: str
+    job_id: str | None
+    created_at: datetime
+    usable: bool = True
+    """False once its files no longer matched their fingerprints at load time."""
+
+
+@dataclass(frozen=True)
+class LaneRuntime:
+    """What a lane can run: its device and the runtimes installed on this host."""
+
+    lane: str
+    """`cpu` or `cuda:N`."""
+    runnable: frozenset[ExportFormat]
+    """Formats whose runtime package is installed (onnxruntime, openvino, tensorrt)."""
+    gpu_name: str | None = None
+    compute_capability: str | None = None
+    tensorrt_version: str | None = None
+    ultralytics_version: str | None = None
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.lane.startswith("cuda:")
+
+
+_CPU_PREFERENCE = (ExportFormat.OPENVINO, ExportFormat.ONNX)
+"""Fastest first, as measured on a 2-core CPU at imgsz 320: OpenVINO 2.9x PyTorch, ONNX Runtime
+1.45x (ULTRALYTICS.md)."""
+
+
+def choose_variant(
+    variants: Sequence[Variant], lane: LaneRuntime, *, imgsz: int, half: bool
+) -> Variant | None:
+    """The variant `format: auto` runs on `lane`, or None for the `.pt` itself.
+
+    On a CUDA lane: a TensorRT engine built for the same GPU model, compute capability, TensorRT
+    and ultralytics versions. On a CPU lane: OpenVINO, then ONNX. Either way the variant must run
+    the job's `imgsz` (dynamic, or built for that size) and `half` (FP16 applies on CUDA lanes
+    only, as for `.pt` jobs). INT8 variants trade accuracy for speed and are never picked
+    automatically. `variants` come newest first; among equals the newest wins.
+    """
+    effective_half = half and lane.is_cuda
+    fitting = [
+        variant
+        for variant in variants
+        if variant.usable
+        and variant.format in lane.runnable
+        and not variant.lineage.int8
+        and variant.lineage.half == effective_half
+        and (variant.lineage.dynamic or variant.lineage.imgsz == imgsz)
+    ]
+    if lane.is_cuda:
+        return next((v for v in fitting if _engine_fits(v, lane)), None)
+    for wanted in _CPU_PREFERENCE:
+        for variant in fitting:
+            if variant.format is wanted:
+                return variant
+    return None
+
+
+def _engine_fits(variant: Variant, lane: LaneRuntime) -> bool:
+    built = variant.lineage
+    return (
+        variant.format is ExportFormat.ENGINE
+        and built.gpu_name == lane.gpu_name
+        and built.compute_capability == lane.compute_capability
+        and built.tensorrt_version == lane.tensorrt_version
+        and built.ultralytics_version == lane.ultralytics_version
+    )
+
+
+def export_refusal(export_format: ExportFormat, *, half: bool, lanes: Sequence[str]) -> str | None:
+    """Why this host cannot build `export_format` with these options, or None if it can."""
+    has_cuda = any(lane.startswith("cuda:") for lane in lanes)
+    shown = ", ".join(lanes) or "none"
+    if export_format is ExportFormat.ENGINE and not has_cuda:
+        return (
+            "a TensorRT engine is built on the CUDA lane that will run it, and this host has no "
+            f"CUDA lane (lanes: {shown})"
+        )
+    if half and export_format is ExportFormat.TORCHSCRIPT and not has_cuda:
+        return f"FP16 TorchScript can only be exported on a CUDA lane (lanes: {shown})"
+    return None

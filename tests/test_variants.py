@@ -1,0 +1,166 @@
+"""Which variant `format: auto` runs on a lane, what a host can build, and folder manifests."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from yolo_orch.errors import ModelTampered
+from yolo_orch.manifests import copy_tree_hashing, fingerprint_entry, fingerprint_tree, verify_tree
+from yolo_orch.variants import (
+    ExportFormat,
+    LaneRuntime,
+    Lineage,
+    Variant,
+    choose_variant,
+    export_refusal,
+)
+
+H200 = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "tensorrt_version": "10.9.0"}
+CPU = LaneRuntime("cpu", frozenset(ExportFormat), ultralytics_version="8.4.190")
+CUDA = LaneRuntime("cuda:0", frozenset(ExportFormat), ultralytics_version="8.4.190", **H200)
+
+
+def variant(export_format: ExportFormat, name: str | None = None, **lineage: object) -> Variant:
+    built = Lineage(
+        source_sha256="a" * 64,
+        imgsz=320,
+        half=False,
+        int8=False,
+        dynamic=False,
+        batch=1,
+        device="cpu",
+        ultralytics_version="8.4.190",
+    )
+    return Variant(
+        id=name or str(export_format),
+        model_id="m",
+        format=export_format,
+        sha256="b" * 64,
+        size_bytes=1,
+        files={},
+        lineage=replace(built, **lineage),  # type: ignore[arg-type]
+        source="export:j",
+        job_id="j",
+        created_at=datetime(2026, 12, 1, tzinfo=UTC),
+    )
+
+
+ONNX, OPENVINO = variant(ExportFormat.ONNX), variant(ExportFormat.OPENVINO)
+TORCHSCRIPT = variant(ExportFormat.TORCHSCRIPT)
+ENGINE = variant(ExportFormat.ENGINE, half=True, device="cuda:0", **H200)
+
+
+def test_a_cpu_lane_prefers_openvino_then_onnx_and_never_torchscript_or_engines() -> None:
+    assert choose_variant([ONNX, TORCHSCRIPT, OPENVINO, ENGINE], CPU, imgsz=320, half=False) == (
+        OPENVINO
+    )
+    assert choose_variant([TORCHSCRIPT, ONNX], CPU, imgsz=320, half=False) == ONNX
+    assert choose_variant([TORCHSCRIPT, ENGINE], CPU, imgsz=320, half=False) is None
+    assert choose_variant([], CPU, imgsz=320, half=False) is None
+
+
+def test_a_cpu_lane_runs_only_formats_whose_runtime_is_installed() -> None:
+    no_openvino = replace(CPU, runnable=frozenset({ExportFormat.ONNX}))
+
+    assert choose_variant([OPENVINO, ONNX], no_openvino, imgsz=320, half=False) == ONNX
+    assert choose_variant(
+        [OPENVINO], replace(CPU, runnable=frozenset()), imgsz=320, half=False
+    ) is (None)
+
+
+def test_a_static_variant_runs_only_its_imgsz_and_a_dynamic_one_any() -> None:
+    dynamic_onnx = variant(ExportFormat.ONNX, dynamic=True, imgsz=640)
+
+    assert choose_variant([OPENVINO, dynamic_onnx], CPU, imgsz=640, half=False) == dynamic_onnx
+    assert choose_variant([OPENVINO], CPU, imgsz=640, half=False) is None
+
+
+def test_half_applies_on_cuda_only_and_must_match() -> None:
+    fp16_openvino = variant(ExportFormat.OPENVINO, half=True)
+
+    # On the CPU half is ignored (as for .pt jobs): the fp32 variant runs.
+    assert choose_variant([fp16_openvino, ONNX], CPU, imgsz=320, half=True) == ONNX
+    assert choose_variant([ENGINE], CUDA, imgsz=320, half=True) == ENGINE
+    assert choose_variant([ENGINE], CUDA, imgsz=320, half=False) is None
+
+
+def test_a_cuda_lane_runs_an_engine_built_for_its_gpu_and_software_else_the_pt() -> None:
+    for other in (
+        {"gpu_name": "NVIDIA A100-SXM4-80GB"},
+        {"compute_capability": "8.0"},
+        {"tensorrt_version": "10.8.0"},
+        {"ultralytics_version": "8.4.100"},
+    ):
+        stale = variant(ExportFormat.ENGINE, "stale", half=True, **{**H200, **other})
+        assert choose_variant([stale], CUDA, imgsz=320, half=True) is None
+    assert choose_variant([OPENVINO, ONNX], CUDA, imgsz=320, half=False) is None
+
+
+def test_unusable_and_int8_variants_are_never_picked_and_the_newest_wins() -> None:
+    newest, older = variant(ExportFormat.OPENVINO, "new"), variant(ExportFormat.OPENVINO, "old")
+    retired = replace(newest, usable=False)
+    int8 = variant(ExportFormat.OPENVINO, "int8", int8=True)
+
+    assert choose_variant([newest, older], CPU, imgsz=320, half=False) == newest
+    assert choose_variant([int8, retired, older], CPU, imgsz=320, half=False) == older
+
+
+def test_what_a_host_cannot_build_says_why() -> None:
+    engine_on_cpu = export_refusal(ExportFormat.ENGINE, half=False, lanes=["cpu"])
+    assert engine_on_cpu is not None
+    assert "CUDA lane" in engine_on_cpu
+    assert export_refusal(ExportFormat.ENGINE, half=True, lanes=["cuda:0"]) is None
+    assert export_refusal(ExportFormat.TORCHSCRIPT, half=True, lanes=["cpu"]) is not None
+    assert export_refusal(ExportFormat.TORCHSCRIPT, half=True, lanes=["cuda:0"]) is None
+    for cpu_format in (ExportFormat.ONNX, ExportFormat.OPENVINO):
+        assert export_refusal(cpu_format, half=True, lanes=["cpu"]) is None
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "m_openvino_model"
+    folder.mkdir()
+    (folder / "m.xml").write_text("<net/>")
+    (folder / "m.bin").write_bytes(b"\x00\x01" * 100)
+    return folder
+
+
+def test_a_copy_has_the_manifest_of_its_source_and_verifies(tmp_path: Path) -> None:
+    source = _folder(tmp_path)
+    copied = copy_tree_hashing(source, tmp_path / "copy", "model_openvino_model")
+
+    assert sorted(copied.files) == ["model_openvino_model/m.bin", "model_openvino_model/m.xml"]
+    assert copied.size_bytes == 206
+    assert copied == fingerprint_tree(tmp_path / "copy")
+    renamed = {k.replace("model_", "m_", 1): v for k, v in copied.files.items()}
+    assert fingerprint_entry(source).files == renamed
+    verify_tree(tmp_path / "copy", copied.files, copied.digest)
+
+
+@pytest.mark.parametrize("change", ["edit", "add", "remove", "manifest"])
+def test_any_change_to_a_folder_fails_verification(tmp_path: Path, change: str) -> None:
+    manifest = copy_tree_hashing(_folder(tmp_path), tmp_path / "copy", "v")
+    folder = tmp_path / "copy"
+    files = dict(manifest.files)
+    if change == "edit":
+        (folder / "v" / "m.bin").write_bytes(b"\x00\x02" * 100)
+    elif change == "add":
+        (folder / "v" / "extra.bin").write_bytes(b"")
+    elif change == "remove":
+        (folder / "v" / "m.xml").unlink()
+    else:
+        files["v/m.xml"] = "0" * 64
+
+    with pytest.raises(ModelTampered):
+        verify_tree(folder, files, manifest.digest)
+
+
+def test_links_are_refused(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    (folder / "link.bin").symlink_to(folder / "m.bin")
+
+    with pytest.raises(ValueError, match="not a regular file"):
+        fingerprint_tree(folder)
