@@ -19,7 +19,7 @@ from yolo_orch.app import create_app
 from yolo_orch.class_names import ClassNameLimits
 from yolo_orch.config import Settings
 from yolo_orch.errors import InvalidJob
-from yolo_orch.models import ModelRegistry
+from yolo_orch.registry import ModelRegistry
 from yolo_orch.store.memory import InMemoryModelStore
 from yolo_orch.weights import CheckpointInfo
 

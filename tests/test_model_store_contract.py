@@ -25,7 +25,7 @@ from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.sqlite_registry import SQLiteModelStore
 from yolo_orch.variants import ExportFormat, Lineage, NewVariant
 
 

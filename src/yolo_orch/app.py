@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from yolo_orch import __version__
 from yolo_orch.admission import Lanes
-from yolo_orch.api import devices, health, jobs, models
+from yolo_orch.api import devices, health, jobs, registry
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
@@ -34,7 +34,7 @@ from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
 from yolo_orch.logs import install_job_logs, remove_job_logs
 from yolo_orch.metrics import Metrics
-from yolo_orch.models import ModelRegistry
+from yolo_orch.registry import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
 from yolo_orch.service import JobService
@@ -42,7 +42,7 @@ from yolo_orch.store import migrate
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
 from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.sqlite_registry import SQLiteModelStore
 from yolo_orch.telemetry import GpuTelemetry
 from yolo_orch.weights import CheckpointInfo
 
@@ -79,7 +79,7 @@ def create_app(
     install_docs(app)  # from the package's own assets: no CDN
     install_problem_handlers(app)
     install_problem_openapi(app, tokens.needs_token if tokens.enabled else None)
-    for router in (jobs.router, models.router, devices.router, health.router, metrics_api.router):
+    for router in (jobs.router, registry.router, devices.router, health.router, metrics_api.router):
         app.include_router(router)
     # The last added runs first: HEAD becomes GET, then the token is checked, then the body's
     # size, all before the app reads anything.

@@ -38,10 +38,10 @@ from yolo_orch.errors import (
 )
 from yolo_orch.inputs import InputLimits, resolve_inputs
 from yolo_orch.jobfiles import JobFiles
-from yolo_orch.models import ModelRegistry
 from yolo_orch.params.inference import check_task
 from yolo_orch.paths import is_glob
 from yolo_orch.queue_wait import expected_wait_s
+from yolo_orch.registry import ModelRegistry
 from yolo_orch.resultfile import EntryPage
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore

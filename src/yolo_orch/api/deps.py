@@ -15,7 +15,7 @@ from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.metrics import Metrics
-from yolo_orch.models import ModelRegistry
+from yolo_orch.registry import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.service import JobService
 from yolo_orch.store.base import JobStore

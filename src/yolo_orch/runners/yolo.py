@@ -9,7 +9,7 @@ import anyio.from_thread
 
 from yolo_orch.domain import JobKind, JobResult, JsonObject
 from yolo_orch.errors import InvalidJobInput, VariantTampered
-from yolo_orch.models import ModelRegistry, model_view
+from yolo_orch.registry import ModelRegistry, model_view
 from yolo_orch.runners.base import RunContext, Runner
 from yolo_orch.runners.export import ExportedFiles, ExportsAfterTraining, YoloExportRunner
 from yolo_orch.runners.inference import YoloInferenceRunner

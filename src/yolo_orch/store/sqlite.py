@@ -1,7 +1,7 @@
 """The durable stores: SQLite in WAL mode, `synchronous=FULL`, over aiosqlite (SQLAlchemy
 Core statements through the async engine).
 
-One `SQLiteDatabase` serves both the job store (here) and the model store (`sqlite_models.py`).
+One `SQLiteDatabase` serves both the job store (here) and the model store (`sqlite_registry.py`).
 
 Writes: one writer, group commit. SQLite allows one writer at a time, and with
 `synchronous=FULL` each commit waits for an fsync. So every write is a small synchronous

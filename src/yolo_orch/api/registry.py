@@ -16,7 +16,7 @@ from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model, model_name_from_file
 from yolo_orch.errors import InvalidJob, UnsupportedMediaType
-from yolo_orch.models import CHUNK_BYTES, model_view, refuse_exported_file
+from yolo_orch.registry import CHUNK_BYTES, model_view, refuse_exported_file
 from yolo_orch.variant_registry import variant_view
 from yolo_orch.variants import Variant
 

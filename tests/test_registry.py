@@ -14,7 +14,7 @@ import pytest
 
 from yolo_orch.domain import Model, NewModel
 from yolo_orch.errors import ModelNameTaken, ModelUnusable
-from yolo_orch.models import ModelRegistry
+from yolo_orch.registry import ModelRegistry
 from yolo_orch.store.memory import InMemoryModelStore
 from yolo_orch.weights import CheckpointInfo
 
