@@ -5,15 +5,16 @@ infers from `Location` headers), bounded by `--max-examples` so each run takes s
 - No 5xx and no response that breaks its documented schema: must pass.
 - Every other check (status codes, media types, headers, negative data, ...): the findings it
   still reports are server bugs, each reproduced minimally below as a strict xfail.
-- `positive_data_acceptance` is left out of the all-checks run: it also flags 422s the schema
-  cannot express (a `sim_*` param with another model, a cursor this server never issued, an
-  uploaded file that is not a checkpoint), so it could never pass. Its one real finding (the
-  upload's `images` array lacks `minItems`) has its own xfail below.
+- `positive_data_acceptance` (a schema-valid request refused) runs on its own: each request it
+  finds refused must be one whose operation, or a schema the operation uses, says why, in
+  `DOCUMENTED_REFUSALS`. Those are what the schema cannot express: a `sim_*` param with a model
+  other than `sim`, a cursor this server never issued, a path import without `model_roots`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,6 +83,39 @@ def test_no_server_error_and_no_response_breaks_its_schema(server: Server, tmp_p
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
     assert server.running, "the fuzzing killed the server"
     assert "Traceback" not in server.stderr()
+
+
+DOCUMENTED_REFUSALS = {
+    ("GET /v1/jobs", "invalid_cursor"): "did not issue is refused (422 `invalid_cursor`)",
+    ("POST /v1/jobs", "invalid_request"): "model `sim` only (422 with any other)",
+    ("POST /v1/jobs/inference", "invalid_request"): "model `sim` only (422 with any other)",
+    ("POST /v1/models", "no_model_roots"): "`no_model_roots` otherwise",
+}
+"""(operation, problem code) -> the words of the OpenAPI document that say why."""
+
+_FINDING = re.compile(r"^_+ ((?:GET|POST|PUT|DELETE|PATCH) \S+) _+$")
+_CODE = re.compile(r'"code":"([a-z_]+)"')
+
+
+@pytest.mark.acceptance
+def test_every_schema_valid_request_refused_is_one_the_schema_explains(
+    server: Server, tmp_path: Path
+) -> None:
+    run = schemathesis(server, tmp_path, "--checks", "positive_data_acceptance")
+    refused: set[tuple[str, str]] = set()
+    operation = None
+    for line in run.stdout.splitlines():
+        if heading := _FINDING.match(line.strip()):
+            operation = heading.group(1)
+        elif operation is not None and (code := _CODE.search(line)):
+            refused.add((operation, code.group(1)))
+    with server.client() as client:
+        document = json.dumps(_openapi(client))
+    unexplained = sorted(refused - DOCUMENTED_REFUSALS.keys())
+    assert unexplained == [], run.stdout[-8000:]
+    for why in DOCUMENTED_REFUSALS.values():
+        assert json.dumps(why)[1:-1] in document, why
+    assert run.returncode == 0 or refused, run.stdout[-8000:]
 
 
 @pytest.mark.acceptance

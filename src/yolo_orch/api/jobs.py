@@ -90,6 +90,7 @@ _UPLOAD_BODY: dict[str, Any] = {
             "multipart/form-data": {
                 "schema": {
                     "type": "object",
+                    "additionalProperties": False,
                     "required": ["model", "images"],
                     "properties": {
                         "model": {"type": "string", "minLength": 1, "maxLength": 200},
@@ -209,7 +210,15 @@ async def list_jobs(
     state: Annotated[list[JobState] | None, Query(description="Repeat to allow several.")] = None,
     kind: Annotated[list[JobKind] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    cursor: Annotated[str | None, Query(max_length=64)] = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            pattern=r"^[A-Za-z0-9_-]+$",
+            description="Opaque: the `next_cursor` of the page before. Any value this server did "
+            "not issue is refused (422 `invalid_cursor`).",
+        ),
+    ] = None,
 ) -> JobList:
     page = await jobs.list_jobs(
         JobFilter(states=tuple(state or ()), kinds=tuple(kind or ())),

@@ -141,7 +141,8 @@ _IMPORT_BODY: dict[str, Any] = {
     description="Upload a `.pt` file (multipart, field `file`) or name one under a model root "
     "(JSON `{path, name}`). The file is fingerprinted (SHA-256) and loaded once with code "
     "execution off to read its task and class names. The same bytes imported again return the "
-    "existing model (200).",
+    "existing model (200). A `path` import needs the server to have `model_roots` (422 "
+    "`no_model_roots` otherwise), and the file must be under one of them.",
     responses={
         200: {"model": ModelPublic, "description": "Already registered"},
         **problem_responses(409, 413, 415, 422),

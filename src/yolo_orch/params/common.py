@@ -32,19 +32,26 @@ class StrictParams(BaseModel):
 
 
 class SimulatedParams(StrictParams):
-    """Honoured by the simulated runtime (model `sim`) only."""
+    """The `sim_*` params are honoured by the simulated runtime only: with any model but `sim`
+    they are refused (422 `invalid_request`: "apply to model 'sim' only")."""
 
     sim_seconds: float | None = Field(
-        default=None, ge=0, le=3600, description="Simulated: run time (default 0.2)."
+        default=None,
+        ge=0,
+        le=3600,
+        description="Simulated, model `sim` only (422 with any other): run time (default 0.2).",
     )
     sim_steps: int | None = Field(
-        default=None, ge=1, le=10_000, description="Simulated: progress steps (default 5)."
+        default=None,
+        ge=1,
+        le=10_000,
+        description="Simulated, model `sim` only: progress steps (default 5).",
     )
     sim_fail: Literal["error", "oom", "cuda_fatal", "crash"] | None = Field(
         default=None,
-        description='Simulated: "error" raises, "oom" raises CUDA out of memory, "cuda_fatal" '
-        'raises a sticky CUDA error (the server then exits to be restarted), "crash" kills the '
-        "server process.",
+        description='Simulated, model `sim` only: "error" raises, "oom" raises CUDA out of '
+        'memory, "cuda_fatal" raises a sticky CUDA error (the server then exits to be '
+        'restarted), "crash" kills the server process.',
     )
 
 
