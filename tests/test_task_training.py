@@ -15,6 +15,7 @@ from tests.task_datasets import ARCHITECTURES, TASKS, make_task_dataset
 from tests.test_yolo_training import Registry, chunked_parallel
 from tests.training_fixtures import TrainingRecorder
 from tests.yolo_fixtures import ensure_ultralytics, fixed_resolver
+from yolo_orch.api.results import ValidationResultDetail
 from yolo_orch.errors import InvalidJob, JobCancelled
 from yolo_orch.runners.trainers import trainer_class, wrap_parallel
 from yolo_orch.runners.training import YoloTrainingRunner
@@ -136,6 +137,7 @@ def test_a_validation_reports_the_task_metrics_and_plots(
 
     assert [(p.done, p.total) for p in recorder.progress] == [(0, 2), (1, 2), (2, 2)]
     detail = result.detail
+    ValidationResultDetail.model_validate(detail)  # the shape the OpenAPI document gives it
     assert (detail["task"], detail["split"], detail["images"]) == (task, "val", 4)
     assert set(detail["metrics"]) >= SCORES[task]
     assert result.summary["metrics"] == detail["metrics"]

@@ -1,4 +1,5 @@
-"""The shapes of an inference job's full result (GET /v1/jobs/{id}/result), one per model task.
+"""The shapes of a job's full result (GET /v1/jobs/{id}/result): an inference job's, one per
+model task, and those of the other kinds.
 
 The route serves the stored result file as it is; these models describe it in the OpenAPI
 document, and the tests validate every task's real result against them, so they stay true to
@@ -7,7 +8,7 @@ document, and the tests validate every task's real result against them, so they 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
@@ -313,5 +314,52 @@ class InferenceResultDetail(_Shape):
     images: list[ImageResult] = Field(description="In input order; the shape is the model task's.")
 
 
-class JobResultDetail(RootModel[InferenceResultDetail | dict[str, Any]]):
-    """Inference: per image, the model task's result. Other kinds: see the README."""
+class ConfusionMatrix(_Shape):
+    names: list[str] = Field(description="Class names; box tasks end with `background`.")
+    rows: Literal["predicted"]
+    columns: Literal["true"]
+    matrix: list[list[float]]
+
+
+class ValidationResultDetail(_Shape):
+    task: str
+    split: Literal["val", "test"]
+    images: int
+    metrics: dict[str, float | None] = Field(
+        description="What the task has: `precision`, `recall`, `mAP50`, `mAP50-95` for boxes, "
+        "`mask_...` and `pose_...` beside them; `top1`, `top5`; `mIoU`, `pixel_acc`; `delta1`, "
+        "`abs_rel`, `rmse`, ..."
+    )
+    per_class: list[dict[str, Any]] = Field(description="One row per class, as in the CSV.")
+    confusion_matrix: ConfusionMatrix | None = Field(description="Null for depth.")
+    speed_ms_per_image: dict[str, float]
+    artifacts: list[str] = Field(description="`per_class.csv` and ultralytics' plots (PNG).")
+
+
+class TrainingResultDetail(_Shape):
+    model: dict[str, Any] | None = Field(
+        description="The produced model, as GET /v1/models/{ref} (null: the simulated runtime)."
+    )
+    epochs: int
+    metrics: dict[str, Any] = Field(description="The final epoch's scores.")
+    history: list[dict[str, Any]] = Field(description="Per epoch, as GET /v1/jobs/{id}/metrics.")
+    artifacts: list[str] = Field(description="`best.pt`, `last.pt`, `results.csv`.")
+    variants: list[dict[str, Any]] | None = Field(
+        default=None, description="With `params.export`: the variants made at the end."
+    )
+
+
+class ExportResultDetail(_Shape):
+    model_id: str | None
+    variant_id: str | None
+    format: str
+    variant: dict[str, Any] | None = Field(description="As listed by GET /v1/models/{ref}.")
+
+
+class JobResultDetail(
+    RootModel[
+        InferenceResultDetail | ValidationResultDetail | TrainingResultDetail | ExportResultDetail
+    ]
+):
+    """By the job's kind: inference, per image, the model task's result; validation, the task's
+    metrics; training, the produced model and its epochs; export, the variant made."""

@@ -114,14 +114,27 @@ def _training_result(job_id: str, epochs: int) -> JobResult:
     metrics = _fake_metrics(job_id)
     return JobResult(
         summary={"epochs": epochs, "metrics": metrics, "model_id": None},
-        detail={"epochs": epochs, "metrics": metrics, "model_id": None, "artifacts": []},
+        detail={
+            "model": None,
+            "epochs": epochs,
+            "metrics": metrics,
+            "history": [],
+            "artifacts": [],
+        },
     )
 
 
 def _validation_result(job_id: str, split: str) -> JobResult:
     metrics = _fake_metrics(job_id)
     summary = {"task": "detect", "split": split, "images": 4, "metrics": metrics}
-    return JobResult(summary=summary, detail={**summary, "per_class": [], "artifacts": []})
+    detail = {
+        **summary,
+        "per_class": [],
+        "confusion_matrix": None,
+        "speed_ms_per_image": {"preprocess": 0.0, "inference": 0.0, "postprocess": 0.0},
+        "artifacts": [],
+    }
+    return JobResult(summary=summary, detail=detail)
 
 
 def _fake_metrics(job_id: str) -> JsonObject:
