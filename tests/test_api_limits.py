@@ -109,7 +109,7 @@ async def test_a_training_result_pages_as_empty_and_is_whole_without_paging(
     assert (await wait_terminal(client, job["id"]))["state"] == "succeeded"
     url = f"/v1/jobs/{job['id']}/result"
 
-    assert set((await client.get(url)).json()) >= {"epochs", "metrics", "model_id"}
+    assert set((await client.get(url)).json()) >= {"epochs", "metrics", "model"}
     page = (await client.get(url, params={"offset": 0})).json()
     assert (page["images"], page["total"], page["next_offset"]) == ([], 0, None)
 

@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from yolo_orch import __version__
 from yolo_orch.admission import Lanes
-from yolo_orch.api import devices, health, jobs, registry
+from yolo_orch.api import devices, health, jobs, registry, submit
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
@@ -79,7 +79,8 @@ def create_app(
     install_docs(app)  # from the package's own assets: no CDN
     install_problem_handlers(app)
     install_problem_openapi(app, tokens.needs_token if tokens.enabled else None)
-    for router in (jobs.router, registry.router, devices.router, health.router, metrics_api.router):
+    routers = (submit.router, jobs.router, registry.router, devices.router, health.router)
+    for router in (*routers, metrics_api.router):
         app.include_router(router)
     # The last added runs first: HEAD becomes GET, then the token is checked, then the body's
     # size, all before the app reads anything.
@@ -163,6 +164,7 @@ async def _start(
         class_name_limits=class_name_limits,
         file_limiter=file_limiter,
         walk_limiter=walk_limiter,
+        events=events,
     )
     await dispatcher.recover()
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")

@@ -113,6 +113,13 @@ class Settings(BaseSettings):
         description="Threads for the file work of requests (inputs, datasets, imports, "
         "uploads, results), apart from the jobs' threads.",
     )
+    max_wait_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="Longest wait a `Prefer: wait=N` request may ask for (RFC 7240); 0 turns "
+        "waiting off.",
+    )
     request_walk_threads: int = Field(
         default=4,
         ge=1,

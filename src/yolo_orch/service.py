@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +37,7 @@ from yolo_orch.errors import (
     ResultNotReady,
     ShuttingDown,
 )
+from yolo_orch.events import JobEvents
 from yolo_orch.inputs import InputLimits, resolve_inputs
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.params.inference import check_task
@@ -73,6 +75,7 @@ class JobService:
         input_limits: InputLimits,
         file_limiter: anyio.CapacityLimiter,
         walk_limiter: anyio.CapacityLimiter,
+        events: JobEvents,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from
@@ -93,6 +96,7 @@ class JobService:
         self._input_limits = input_limits
         self._file_limiter = file_limiter
         self._walk_limiter = walk_limiter
+        self._events = events
         self.draining = False
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -202,6 +206,19 @@ class JobService:
 
     async def get(self, job_id: str) -> Job:
         return await self._store.get(job_id)
+
+    async def wait_until_finished(self, job_id: str, timeout_s: float) -> Job:
+        """The job once it is terminal, or as it is after `timeout_s`. Woken by the job's own
+        change events: no thread and no polling while it waits."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            # The version first: a change between the two reads is then seen, not missed.
+            version = self._events.version(job_id)
+            job = await self._store.get(job_id)
+            left = deadline - time.monotonic()
+            if job.state.is_terminal or left <= 0:
+                return job
+            await self._events.wait_for_change(job_id, version, left)
 
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
         return await self._store.list_jobs(where, limit=limit, before_seq=before_seq)

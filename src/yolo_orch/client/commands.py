@@ -16,11 +16,13 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from yolo_orch.client import render
-from yolo_orch.client.errors import ApiError, ExitCode
+from yolo_orch.client.errors import TERMINAL_STATES, ApiError, ExitCode
 from yolo_orch.client.follow import follow_job
 from yolo_orch.client.http import DEFAULT_URL, ApiClient, Json
 
 _CONNECTION = "Connection"
+SUBMIT_WAIT_S = 10.0
+"""How long `submit --wait` has the server hold its answer before following the job live."""
 
 Url = Annotated[
     str,
@@ -157,22 +159,34 @@ def submit(
     """
     _check_job_shape(training, inputs, files, dataset, gpus)
     job_params = parse_params(params or [])
+    # A quick job comes back finished in the submission's own answer; a longer one is then
+    # followed live, with its progress bar.
+    wait_s = SUBMIT_WAIT_S if wait_ else None
     with _api(url, token) as api:
         if training:
             body: Json = {"kind": "training", "model": model, "gpus": gpus or 1}
             if dataset is not None:
                 body["dataset"] = dataset
-            job = api.submit(body | {"params": job_params, "priority": priority}, idempotency_key)
+            job = api.submit(
+                body | {"params": job_params, "priority": priority}, idempotency_key, wait_s
+            )
         elif files:
-            job = api.submit_upload(model, files, job_params, priority, idempotency_key)
+            job = api.submit_upload(model, files, job_params, priority, idempotency_key, wait_s)
         else:
             body = {"kind": "inference", "model": model, "inputs": inputs}
-            job = api.submit(body | {"params": job_params, "priority": priority}, idempotency_key)
-
+            job = api.submit(
+                body | {"params": job_params, "priority": priority}, idempotency_key, wait_s
+            )
         if quiet:
             typer.echo(job["id"])
         elif not (as_json and wait_):
             _print(job, as_json, f"submitted job {job['id']} ({job['state']})")
+        if wait_ and job["state"] in TERMINAL_STATES:  # it ended while the server held the answer
+            if as_json:
+                typer.echo(render.to_json(job))
+            elif not quiet:
+                typer.echo(render.job_line(job))
+            raise typer.Exit(ExitCode.for_state(job["state"]))
         if wait_:
             raise typer.Exit(_follow(api, job["id"], as_json=as_json, quiet=quiet))
 

@@ -62,8 +62,13 @@ class ApiClient:
 
     # jobs
 
-    def submit(self, body: Json, idempotency_key: str | None = None) -> Json:
-        return self._json("POST", "/v1/jobs", json=body, headers=_idempotency(idempotency_key))
+    def submit(
+        self, body: Json, idempotency_key: str | None = None, wait_s: float | None = None
+    ) -> Json:
+        """With `wait_s`, the server holds the answer up to that long for the job to end
+        (`Prefer: wait`): the job comes back finished when it was quick enough."""
+        headers = _idempotency(idempotency_key) | _prefer_wait(wait_s)
+        return self._json("POST", "/v1/jobs", json=body, headers=headers)
 
     def submit_upload(
         self,
@@ -72,8 +77,10 @@ class ApiClient:
         params: Json,
         priority: int = 0,
         idempotency_key: str | None = None,
+        wait_s: float | None = None,
     ) -> Json:
-        """An inference job whose images are uploaded with the request (multipart)."""
+        """An inference job whose images are uploaded with the request (multipart); `wait_s` as
+        for `submit`."""
         with ExitStack() as stack:
             parts = [
                 ("images", (path.name, stack.enter_context(path.open("rb")), _media_type(path)))
@@ -84,7 +91,7 @@ class ApiClient:
                 "/v1/jobs/inference",
                 data={"model": model, "params": json.dumps(params), "priority": str(priority)},
                 files=parts,
-                headers=_idempotency(idempotency_key),
+                headers=_idempotency(idempotency_key) | _prefer_wait(wait_s),
             )
 
     def job(self, job_id: str) -> Json:
@@ -215,6 +222,10 @@ def _body(response: httpx.Response) -> Json:
 
 def _idempotency(key: str | None) -> dict[str, str]:
     return {"Idempotency-Key": key} if key else {}
+
+
+def _prefer_wait(seconds: float | None) -> dict[str, str]:
+    return {"Prefer": f"wait={seconds:g}"} if seconds else {}
 
 
 def _segment(value: str) -> str:

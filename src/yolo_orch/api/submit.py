@@ -1,0 +1,216 @@
+"""Submitting jobs: POST /v1/jobs (JSON) and POST /v1/jobs/inference (uploaded images), each
+answered once the job is committed, or held with `Prefer: wait` until it ends."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Annotated, Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Body, Header, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from yolo_orch.api.deps import Services, ServicesDep
+from yolo_orch.api.prefer import RequestedWait, mark_applied
+from yolo_orch.api.problems import problem_responses
+from yolo_orch.api.schemas import (
+    InferenceJobCreate,
+    JobCreate,
+    JobPublic,
+)
+from yolo_orch.domain import Job, NewJob
+from yolo_orch.errors import InvalidJob, QueueFull
+from yolo_orch.images import refuse_oversized
+from yolo_orch.params.inference import InferenceParams
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+_FINISHED: dict[str, Any] = {
+    "model": JobPublic,
+    "description": "With `Prefer: wait`: the job ended in time (its result summary included).",
+}
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="Retries with the same key and body return the same job.",
+    ),
+]
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobPublic,
+    summary="Submit a job",
+    description="Answers once the job is committed to the database (202). Poll `Location` for "
+    "its state, or send `Prefer: wait=N`: the answer is then held up to N seconds and is 200 "
+    "with the finished job (and `Preference-Applied`) if it ends in time.",
+    responses={200: _FINISHED, **problem_responses(404, 422, 429, 503)},
+)
+async def submit_job(
+    body: Annotated[JobCreate, Body()],
+    services: ServicesDep,
+    response: Response,
+    wait: RequestedWait,
+    idempotency_key: IdempotencyKey = None,
+) -> JobPublic:
+    new = body.to_new_job(services.settings.max_attempts, idempotency_key)
+    job, created = await _submit(services, new)
+    return await _accepted(services, job, created, response, wait)
+
+
+async def _submit(services: Services, new: NewJob) -> tuple[Job, bool]:
+    try:
+        return await services.jobs.submit(new)
+    except QueueFull:
+        services.metrics.rejected.inc()
+        raise
+
+
+async def _accepted(
+    services: Services, job: Job, created: bool, response: Response, wait: float | None
+) -> JobPublic:
+    """202 with the queued job; with `Prefer: wait`, 200 with the job if it ends in time. The job
+    was committed before any waiting: a client that goes away meanwhile leaves it to run."""
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    if wait is not None:
+        job = await services.jobs.wait_until_finished(job.id, wait)
+        if job.state.is_terminal:
+            response.status_code = status.HTTP_200_OK
+            mark_applied(response, wait)
+    return JobPublic.of(job)
+
+
+_UPLOAD_FIELDS = 8
+"""Form fields an upload may carry besides its images (it needs three)."""
+
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["model", "images"],
+                    "properties": {
+                        "model": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "images": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "The images to run (at most max_files_per_job).",
+                        },
+                        "params": {
+                            "type": "string",
+                            "default": "{}",
+                            "description": "JSON object of inference params.",
+                        },
+                        "priority": {"type": "integer", "minimum": -100, "maximum": 100},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+class _UploadFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=200)
+    params: str = "{}"
+    priority: int = Field(default=0, ge=-100, le=100)
+
+
+@router.post(
+    "/inference",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=JobPublic,
+    summary="Submit an inference job with uploaded images",
+    description="Multipart: the images (`images`, repeated) and the fields of a JSON inference "
+    "job (`params` as a JSON object). The images are stored with the job before it is accepted. "
+    "An image that cannot be decoded gets an `error` entry in the result; the others are "
+    "processed. At most `max_files_per_job` images; more parts are refused before they are "
+    "read. An image whose header says it has more than `max_image_pixels` pixels is refused "
+    "(422 `image_too_large`) before anything decodes it. `Prefer: wait=N` as for POST /v1/jobs.",
+    responses={200: _FINISHED, **problem_responses(404, 413, 422, 429, 503)},
+    openapi_extra=_UPLOAD_BODY,
+)
+async def submit_inference_upload(
+    request: Request,
+    services: ServicesDep,
+    response: Response,
+    wait: RequestedWait,
+    idempotency_key: IdempotencyKey = None,
+) -> JobPublic:
+    limit = services.settings.max_files_per_job
+    try:
+        form = await request.form(max_files=limit, max_fields=_UPLOAD_FIELDS)
+    except StarletteHTTPException as exc:
+        if exc.status_code != 400:
+            raise  # e.g. 413: the body went over max_upload_bytes while it was read
+        if "Too many files" in str(exc.detail):
+            raise InvalidJob(f"{exc.detail} (max_files_per_job)", code="too_many_files") from None
+        raise InvalidJob(
+            f"unreadable multipart body: {exc.detail}", code="invalid_request"
+        ) from None
+    try:
+        images = [part for part in form.getlist("images") if isinstance(part, UploadFile)]
+        fields = {key: value for key, value in form.multi_items() if key != "images"}
+        try:
+            if not images:
+                raise ValidationError.from_exception_data(
+                    "upload", [{"type": "missing", "loc": ("images",), "input": None}]
+                )
+            form_fields = _UploadFields.model_validate(fields)
+            body = InferenceJobCreate(
+                kind="inference",
+                model=form_fields.model,
+                inputs=[image.filename or f"image-{i}" for i, image in enumerate(images)],
+                params=InferenceParams.model_validate_json(form_fields.params),
+                priority=form_fields.priority,
+            )
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors()) from None
+        new = body.to_new_job(services.settings.max_attempts, idempotency_key)
+        uploads = [(image.filename or "", image.file) for image in images]
+        files, digests = await anyio.to_thread.run_sync(
+            services.files.save_inputs, new.id, uploads, limiter=services.file_limiter
+        )
+        try:
+            await anyio.to_thread.run_sync(
+                refuse_oversized,
+                files,
+                services.settings.max_image_pixels,
+                limiter=services.file_limiter,
+            )
+        except BaseException:
+            await anyio.to_thread.run_sync(services.files.remove, new.id)
+            raise
+    finally:
+        await form.close()
+    fingerprint = hashlib.sha256(f"{new.request_fingerprint}:{','.join(digests)}".encode())
+    new = replace(
+        new,
+        spec={**new.spec, "files": files},
+        request_fingerprint=fingerprint.hexdigest(),
+    )
+    try:
+        job, created = await _submit(services, new)
+    except BaseException:
+        await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
+        raise
+    if not created:  # an earlier request with this key made the job, with its own copies
+        await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
+    return await _accepted(services, job, created, response, wait)
