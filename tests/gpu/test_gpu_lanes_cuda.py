@@ -160,7 +160,7 @@ def test_half_inference_runs_in_fp16_on_its_lane(
 
 
 @each_lane
-def test_a_batch_that_cannot_fit_fails_cuda_oom_and_the_next_job_on_the_lane_succeeds(
+def test_an_oversized_batch_fails_cuda_oom_and_the_lane_runs_the_next_job(
     lane: str,
     weights: ResolvedWeights,
     sources: list[Path],
