@@ -7,6 +7,7 @@ runs them on a GPU host. Models are the tiny untrained ones of `tests.yolo_fixtu
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import itertools
 from collections.abc import Iterator
@@ -171,6 +172,8 @@ def test_an_oversized_batch_fails_cuda_oom_and_the_lane_runs_the_next_job(
     index = torch.device(lane).index
     total = torch.cuda.get_device_properties(lane).total_memory
     runner = _inference_runner(weights, sources[0].parent)
+    gc.collect()  # earlier tests' runners and their cached models: their blocks count too
+    torch.cuda.empty_cache()
     # The same cap on every GPU size: this process may use 256 MiB of the lane, which the
     # largest image size needs many times over and the small one fits in.
     torch.cuda.set_per_process_memory_fraction((256 << 20) / total, index)
@@ -295,7 +298,9 @@ def test_nvml_reads_every_cuda_lane(lane: str) -> None:
         telemetry.close()
     for reading in (by_index, by_uuid):
         assert reading is not None
-        assert reading.memory_total_bytes == torch.cuda.get_device_properties(index).total_memory
+        total = torch.cuda.get_device_properties(index).total_memory
+        assert reading.memory_total_bytes is not None  # NVML's total and CUDA's differ a little
+        assert abs(reading.memory_total_bytes - total) < total * 0.05
         fields = (reading.memory_used_bytes, reading.utilization_percent, reading.temperature_c)
         assert None not in fields
         assert reading.power_w is not None
@@ -331,8 +336,10 @@ def test_a_tensorrt_engine_exported_on_a_lane_runs_there(
     [engine] = kept
     assert engine.suffix == ".engine"
     engine_model: Any = YOLO(str(engine), task="detect")
-    predicted = list(
-        engine_model.predict([str(p) for p in sources], device=lane, imgsz=64, verbose=False)
-    )
+    predicted = [  # one image a call: the engine was built for batch 1
+        result
+        for source in sources
+        for result in engine_model.predict(str(source), device=lane, imgsz=64, verbose=False)
+    ]
     assert len(predicted) == len(sources)
     assert sum(len(r.boxes) for r in predicted) > 0  # the biased head finds class 0 here too
