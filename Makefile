@@ -16,7 +16,7 @@ test: $(VENV)/.installed-dev
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests migrations bench
 	$(VENV)/bin/ruff format --check src tests migrations bench
-	$(VENV)/bin/mypy src bench
+	$(VENV)/bin/mypy src bench tests/gpu
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from bench._server import list_jobs
-from tests.acceptance.conftest import Server
+from tests.acceptance.conftest import Server, require
 from tests.acceptance.test_crash_recovery import (
     Submission,
     Submitter,
@@ -66,7 +66,8 @@ def run_chaos(
     drain_timeout_s: float = 600,
     **settings: object,
 ) -> tuple[ChaosReport, Server]:
-    """Run the cycles, then check the queue (raises AssertionError on a violation). Returns the
+    """Run the cycles, then check the queue (raises `CheckFailed`, an AssertionError, on a
+    violation; the checks are calls, not `assert`s, so `python -O` keeps them). Returns the
     report and the server (stopped)."""
     rng = random.Random(seed)
     server = Server(
@@ -94,8 +95,7 @@ def run_chaos(
                 report.running_at_kill += _any_running(server)
                 report.acked_at_kill.append(submitter.acked)
                 code = server.kill()
-                if code != -9:
-                    raise AssertionError(f"the server had exited ({code}) before the kill")
+                require(code == -9, f"the server had exited ({code}) before the kill")
                 report.kills += 1
                 server.start()
                 for future in futures:
@@ -112,7 +112,7 @@ def run_chaos(
         )
         report.seconds = time.monotonic() - started
         pending = [item.index for item in submissions if item.outcome == "pending"]
-        assert pending == [], f"submissions never sent: {pending[:10]}"
+        require(pending == [], f"submissions never sent: {pending[:10]}")
         check_total_queue(server, submissions, listed)
     finally:
         if server.running:
@@ -141,7 +141,8 @@ def _wait_all_terminal(client: httpx.Client, timeout_s: float) -> list[dict[str,
             raise TimeoutError(f"jobs still active {timeout_s}s after the last cycle")
         time.sleep(0.2)
     jobs = list_jobs(client)
-    assert all(job["state"] in TERMINAL for job in jobs)
+    active = [job["id"] for job in jobs if job["state"] not in TERMINAL]
+    require(active == [], f"jobs listed as active after the queue drained: {active[:10]}")
     return jobs
 
 

@@ -1,28 +1,43 @@
-"""Training and inference throughput through the real runners on this host's CUDA lanes.
+"""The GPU host's checks: the `gpu` tests, then training and inference throughput through the real
+runners on this host's CUDA lanes, in one table.
 
-Trains one short run from `yolo11n.yaml` on a synthetic dataset on 1 lane, and on 2 lanes (the
-in-process DataParallel split) where the host has them; then runs inference with the trained
-model on every lane. Prints images/second. Without CUDA it prints "no CUDA: skipped" and exits 0;
-`--cpu` runs the same path on the CPU, small, as a smoke test.
+The tests (`tests/gpu`, marker `gpu`) run in a pytest subprocess: where each lane's models live,
+DataParallel over lane pairs, `half`, CUDA OOM containment, NVML readings, the TensorRT export.
+The benchmark trains one short run from `yolo11n.yaml` on a synthetic dataset on 1 lane, and on 2
+lanes (the in-process DataParallel split) where the host has them; then runs inference with the
+trained model on every lane, in images/second. Without CUDA it prints "no CUDA: skipped" and exits
+0; `--cpu` runs the benchmark's path on the CPU, small, as a smoke test (no tests).
 
-python -m bench.gpu_check [--cpu] [--epochs 1] [--images 256] [--imgsz 320] [--batch 32]
+`--wheels FOLDER` first installs every wheel under FOLDER (made by `bench/gpu_wheels.sh`) offline
+into FOLDER/site (`pip install --no-index --no-deps --target`), then runs with it on the path:
+for a host with Python and torch but no registry. The exit status is 1 when a test failed.
+
+python -m bench.gpu_check [--wheels FOLDER] [--cpu] [--epochs 1] [--images 256] [--imgsz 320]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from tests.training_fixtures import TrainingRecorder, make_dataset
 from tests.yolo_fixtures import RecordingContext, ensure_ultralytics, fixed_resolver, make_images
 
+ROOT = Path(__file__).resolve().parent.parent
+Row = tuple[str, str, str, str]
+"""what, lanes or test, first figure or outcome, second figure."""
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--wheels", type=Path, help="install these wheels offline first")
     parser.add_argument("--cpu", action="store_true", help="smoke test on the CPU, small")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--images", type=int, help="training images (default 256; 16 with --cpu)")
@@ -31,18 +46,85 @@ def main() -> int:
     parser.add_argument("--workers", type=int, help="DataLoader workers (default 2; CPU: 0)")
     parser.add_argument("--predict", type=int, default=64, help="images per inference run")
     args = parser.parse_args()
+    if args.wheels is not None:
+        return _run_with_wheels(args.wheels)
+    started = time.perf_counter()
+    import torch
+
+    if not args.cpu and not torch.cuda.is_available():
+        print("no CUDA: skipped (use --cpu for a CPU smoke test)")
+        return 0
+    rows, failed = ([], False) if args.cpu else _gpu_tests()
+    rows += benchmark(args)
+    print(f"{'what':<8} {'lanes or test':<72} {'A':>9} {'B':>9}")
+    for what, label, first, second in rows:
+        print(f"{what:<8} {label:<72} {first:>9} {second:>9}")
+    print("test A: its outcome, B: its seconds")
+    print("train A: images/s, the whole job (set-up, validation); B: training batches only")
+    print("predict A: images/s, the first job (model load, warm-up); B: a second job, warm")
+    print(f"all in {time.perf_counter() - started:.0f} s")
+    return 1 if failed else 0
+
+
+def _run_with_wheels(folder: Path) -> int:
+    """Install the kit's wheels into `folder/site` and run this script again with it first on the
+    path (the repository's `src` too, so the checked-out code is what runs)."""
+    site = folder / "site"
+    wheels = sorted(str(path) for path in folder.rglob("*.whl"))
+    if not wheels:
+        print(f"no wheels under {folder}", file=sys.stderr)
+        return 2
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
+    subprocess.run([*pip, "--upgrade", "--target", str(site), *wheels], check=True)
+    path = [str(site.resolve()), str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+    argv = _without_wheels(sys.argv[1:])
+    return subprocess.run([sys.executable, "-m", "bench.gpu_check", *argv], env=env).returncode
+
+
+def _without_wheels(argv: list[str]) -> list[str]:
+    """The command line less `--wheels FOLDER` (or `--wheels=FOLDER`)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--wheels":
+            skip = True
+        elif not arg.startswith("--wheels="):
+            kept.append(arg)
+    return kept
+
+
+def _gpu_tests() -> tuple[list[Row], bool]:
+    """Run the `gpu` tests in a pytest subprocess; one row per test, and whether any failed."""
+    with tempfile.TemporaryDirectory(prefix="gpu-tests-") as tmp:
+        report = Path(tmp) / "junit.xml"
+        command = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-q"]
+        command += ["-p", "no:cacheprovider", f"--junitxml={report}"]
+        subprocess.run(command, cwd=ROOT)
+        if not report.is_file():
+            return [("test", "pytest wrote no report", "error", "")], True
+        cases = ET.parse(report).getroot().iter("testcase")
+        rows: list[Row] = []
+        for case in cases:
+            outcome = "passed"
+            for tag in ("failure", "error", "skipped"):
+                if case.find(tag) is not None:
+                    outcome = {"failure": "FAILED", "error": "ERROR"}.get(tag, tag)
+            seconds = f"{float(case.get('time', 0)):.1f}s"
+            rows.append(("test", case.get("name", "?"), outcome, seconds))
+    return rows, any(row[2] in ("FAILED", "ERROR") for row in rows)
+
+
+def benchmark(args: argparse.Namespace) -> list[Row]:
+    """Training and inference images/second on this host's lanes (or the CPU with `--cpu`)."""
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as tmp:
         base = Path(tmp)
         ensure_ultralytics(base)  # before anything imports ultralytics
         import torch
 
-        if args.cpu:
-            lanes = ["cpu"]
-        elif torch.cuda.is_available():
-            lanes = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-        else:
-            print("no CUDA: skipped (use --cpu for a CPU smoke test)")
-            return 0
+        lanes = ["cpu"] if args.cpu else [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         small = args.cpu
         n_train = args.images or (16 if small else 256)
         imgsz = args.imgsz or (64 if small else 320)
@@ -53,25 +135,24 @@ def main() -> int:
             "workers": args.workers if args.workers is not None else (0 if small else 2),
         }
         dataset = make_dataset(base / "data" / "ds", n_train, max(n_train // 4, 2), size=imgsz)
-        rows: list[tuple[str, str, float, float]] = []
+        rows: list[Row] = []
         lane_sets = [tuple(lanes[:1])] + ([tuple(lanes[:2])] if len(lanes) > 1 else [])
         trained: Path | None = None
         for lane_set in lane_sets:
             model, total_s, loop_s = train(base, dataset, lane_set, params)
             trained = trained or model
-            label = "+".join(lane_set)
             images = n_train * args.epochs
-            rows.append(("train", label, images / total_s, images / loop_s))
-        assert trained is not None
+            rows.append(("train", "+".join(lane_set), *_speeds(images / total_s, images / loop_s)))
+        if trained is None:
+            raise RuntimeError("no lane trained a model")
         sources = make_images(base / "predict", args.predict)
         for lane in lanes:
-            rows.append(("predict", lane, *predict(base, trained, lane, sources, imgsz)))
-    print(f"{'what':<8} {'lanes':<16} {'img/s A':>9} {'img/s B':>9}")
-    for what, label, first, second in rows:
-        print(f"{what:<8} {label:<16} {first:>9.1f} {second:>9.1f}")
-    print("train A: the whole job (set-up and validation included), B: training batches only")
-    print("predict A: the first job (model load and warm-up included), B: a second job, warm")
-    return 0
+            rows.append(("predict", lane, *_speeds(*predict(base, trained, lane, sources, imgsz))))
+    return rows
+
+
+def _speeds(first: float, second: float) -> tuple[str, str]:
+    return f"{first:.1f}", f"{second:.1f}"
 
 
 def train(

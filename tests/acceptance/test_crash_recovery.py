@@ -16,9 +16,11 @@ import pytest
 
 from tests.acceptance.conftest import (
     TERMINAL,
+    CheckFailed,
     Server,
     ServerFactory,
     list_all_jobs,
+    require,
     sim_inference,
     sim_runs,
     sim_training,
@@ -50,8 +52,8 @@ class Submission:
 
 def tag_of(job: dict[str, Any]) -> str:
     tag = job["inputs"][0] if job["kind"] == "inference" else job["dataset"]
-    assert isinstance(tag, str)
-    return tag
+    require(isinstance(tag, str), f"a job without a tag: {job}")
+    return str(tag)
 
 
 def submission(index: int) -> Submission:
@@ -159,31 +161,31 @@ def check_total_queue(
     acked = {item.job_id: item for item in submissions if item.job_id is not None}
 
     missing = sorted(set(acked) - set(listed))
-    assert missing == [], f"{len(missing)} acknowledged job(s) lost"
+    require(missing == [], f"{len(missing)} acknowledged job(s) lost")
 
     tags = Counter(tag_of(job) for job in jobs)
     duplicated = sorted(tag for tag, count in tags.items() if count > 1)
-    assert duplicated == [], f"one submission made several jobs: {duplicated}"
+    require(duplicated == [], f"one submission made several jobs: {duplicated}")
 
     unexpected = []
     for job_id, job in listed.items():
         item = by_tag.get(tag_of(job))
-        assert item is not None, f"job {job_id} matches no submission: {job}"
+        if item is None:
+            raise CheckFailed(f"job {job_id} matches no submission: {job}")
         if job_id in acked:
-            assert acked[job_id] is item
+            require(acked[job_id] is item, f"job {job_id} answered another submission: {job}")
         elif item.outcome != "unknown":  # only a submission that got no answer may exist
             unexpected.append(job_id)
-    assert unexpected == [], f"{len(unexpected)} job(s) that no client submitted"
+    require(unexpected == [], f"{len(unexpected)} job(s) that no client submitted")
 
     for job in jobs:
         if job["state"] == "failed":
-            assert job["error"]["code"] == "interrupted", job
-            assert job["attempt"] == job["max_attempts"], job
+            require(job["error"]["code"] == "interrupted", job)
+            require(job["attempt"] == job["max_attempts"], job)
             continue
-        assert job["state"] == "succeeded", job
+        require(job["state"] == "succeeded", job)
         runs = sim_runs(server.data_dir, job["id"])
-        assert runs, f"job {job['id']} succeeded without a run: {job}"
-        assert len(runs) == len(set(runs)), (
-            f"job {job['id']} succeeded twice in one attempt: {runs}"
-        )
-        assert runs[-1] == job["attempt"], f"job {job['id']}: runs {runs}, job {job}"
+        require(runs, f"job {job['id']} succeeded without a run: {job}")
+        twice = len(runs) != len(set(runs))
+        require(not twice, f"job {job['id']} succeeded twice in one attempt: {runs}")
+        require(runs[-1] == job["attempt"], f"job {job['id']}: runs {runs}, job {job}")
