@@ -2,8 +2,14 @@
 
 Trains one short run from `yolo11n.yaml` on a synthetic dataset on 1 lane, and on 2 lanes (the
 in-process DataParallel split) where the host has them; then runs inference with the trained
-model on every lane. Prints images/second. Without CUDA it prints "no CUDA: skipped" and exits 0;
-`--cpu` runs the same path on the CPU, small, as a smoke test.
+model on every lane; on each CUDA lane it also exports that model to a TensorRT engine (FP16,
+static, built on that lane) through the export runner and compares inference jobs with
+`format: "engine"` against the `.pt` with `half`. Prints images/second. Without CUDA it prints
+"no CUDA: skipped" and exits 0; `--cpu` runs the same path on the CPU, small, as a smoke test
+(no engine: TensorRT needs a CUDA lane).
+
+The engine comparison has never run: it was written on a host without CUDA and is only
+type-checked. It needs `pip install 'yolo-orch[tensorrt]'` on the GPU host.
 
 python -m bench.gpu_check [--cpu] [--epochs 1] [--images 256] [--imgsz 320] [--batch 32]
 """
@@ -66,11 +72,14 @@ def main() -> int:
         sources = make_images(base / "predict", args.predict)
         for lane in lanes:
             rows.append(("predict", lane, *predict(base, trained, lane, sources, imgsz)))
+            if lane.startswith("cuda:"):
+                rows.extend(engine_vs_pt(base, trained, lane, sources, imgsz))
     print(f"{'what':<8} {'lanes':<16} {'img/s A':>9} {'img/s B':>9}")
     for what, label, first, second in rows:
         print(f"{what:<8} {label:<16} {first:>9.1f} {second:>9.1f}")
     print("train A: the whole job (set-up and validation included), B: training batches only")
     print("predict A: the first job (model load and warm-up included), B: a second job, warm")
+    print("pt fp16 / engine fp16: the same, with half; the engine built on that lane first")
     return 0
 
 
@@ -126,6 +135,83 @@ def predict(
         runner.run(ctx)
         speeds.append(len(sources) / (time.perf_counter() - started))
     return speeds[0], speeds[1]
+
+
+def engine_vs_pt(
+    base: Path, model: Path, lane: str, sources: list[Path], imgsz: int
+) -> list[tuple[str, str, float, float]]:
+    """Export `model` to an FP16 TensorRT engine on `lane` with the export runner, then time
+    inference jobs on the `.pt` (half) and on the engine (`format: "engine"`), cold and warm."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from yolo_orch.domain import JobKind
+    from yolo_orch.manifests import copy_tree_hashing
+    from yolo_orch.runners.export import ExportedFiles, YoloExportRunner
+    from yolo_orch.runners.inference import YoloInferenceRunner
+    from yolo_orch.variant_registry import ResolvedVariant
+    from yolo_orch.variants import Variant
+    from yolo_orch.weights import ResolvedWeights, sha256_file
+
+    weights = ResolvedWeights(model, sha256_file(model), task="detect")
+    registered: list[ResolvedVariant] = []
+
+    def register(files: ExportedFiles) -> dict[str, Any]:
+        variant_id = f"engine-{lane.replace(':', '')}"
+        folder = base / "variants" / variant_id
+        manifest = copy_tree_hashing(files.output, folder, files.output.name)
+        variant = Variant(
+            id=variant_id,
+            model_id=files.model_id,
+            format=files.format,
+            sha256=manifest.digest,
+            size_bytes=manifest.size_bytes,
+            files=manifest.files,
+            lineage=files.lineage,
+            source=files.source,
+            job_id=files.job_id,
+            created_at=datetime.now(UTC),
+        )
+        registered.append(ResolvedVariant(variant, folder))
+        return {"id": variant_id, "format": str(files.format)}
+
+    resolve = fixed_resolver({"trained": weights})
+    exporter = YoloExportRunner(resolve, register, data_roots=[base])
+    export_ctx = RecordingContext().context(
+        base / "export" / lane.replace(":", ""),
+        [],
+        model="trained",
+        device=lane,
+        format="engine",
+        imgsz=imgsz,
+        half=True,
+    )
+    exporter.run(
+        replace(export_ctx, job=replace(export_ctx.job, kind=JobKind.EXPORT, model_id="trained"))
+    )
+    runner = YoloInferenceRunner(
+        resolve, data_roots=[base], resolve_variants=lambda model_id: list(registered)
+    )
+    rows: list[tuple[str, str, float, float]] = []
+    for label, export_format in (("pt fp16", "pt"), ("engine fp16", "engine")):
+        speeds = []
+        for attempt in ("cold", "warm"):
+            ctx = RecordingContext().context(
+                base / "infer" / f"{lane.replace(':', '')}-{export_format}-{attempt}",
+                sources,
+                model="trained",
+                device=lane,
+                imgsz=imgsz,
+                half=True,
+                format=export_format,
+            )
+            started = time.perf_counter()
+            result = runner.run(ctx)
+            speeds.append(len(sources) / (time.perf_counter() - started))
+            if result.summary["format"] != export_format:
+                raise RuntimeError(f"asked for {export_format}, ran {result.summary['format']}")
+        rows.append((label, lane, speeds[0], speeds[1]))
+    return rows
 
 
 if __name__ == "__main__":
