@@ -147,7 +147,11 @@ class YoloInferenceRunner:
                 # Submission checked the registry's task; the file's own says it again.
                 task = str(model.task)
                 check_task(ctx.job.params, task)
-                encoding = Encoding.of(task, params, model.model)
+                # An exported model's metadata (kpt_names) is on its predictor's backend,
+                # set up by the warm-up.
+                predictor = model.predictor
+                metadata = model.model if chosen is None or predictor is None else predictor.model
+                encoding = Encoding.of(task, params, metadata)
                 result = self._run_images(ctx, model, device, params, encoding, sources)
                 return JobResult(summary={**result.summary, **ran}, detail=result.detail)
         except torch.cuda.OutOfMemoryError as e:
@@ -163,6 +167,8 @@ class YoloInferenceRunner:
         if params.format == "pt":
             return None
         resolved = self._resolve_variants(model_ref)
+        if not resolved and params.format == "auto":
+            return None
         by_id = {r.variant.id: r for r in resolved}
         variants = [r.variant for r in resolved]
         lane = self._lane_runtimes.get(device)
