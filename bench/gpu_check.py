@@ -6,10 +6,10 @@ model on every lane; on each CUDA lane it also exports that model to a TensorRT 
 static, built on that lane) through the export runner and compares inference jobs with
 `format: "engine"` against the `.pt` with `half`. Prints images/second. Without CUDA it prints
 "no CUDA: skipped" and exits 0; `--cpu` runs the same path on the CPU, small, as a smoke test
-(no engine: TensorRT needs a CUDA lane).
+(with ONNX in place of the engine: TensorRT needs a CUDA lane).
 
-The engine comparison has never run: it was written on a host without CUDA and is only
-type-checked. It needs `pip install 'yolo-orch[tensorrt]'` on the GPU host.
+The engine comparison has never run on a GPU: it was written on a host without CUDA, and only
+its `--cpu` form (ONNX, FP32) has run. It needs `pip install 'yolo-orch[tensorrt]'` on the GPU host.
 
 python -m bench.gpu_check [--cpu] [--epochs 1] [--images 256] [--imgsz 320] [--batch 32]
 """
@@ -73,13 +73,15 @@ def main() -> int:
         for lane in lanes:
             rows.append(("predict", lane, *predict(base, trained, lane, sources, imgsz)))
             if lane.startswith("cuda:"):
-                rows.extend(engine_vs_pt(base, trained, lane, sources, imgsz))
+                rows.extend(exported_vs_pt(base, trained, lane, sources, imgsz, "engine", True))
+            else:  # the same path as a smoke test, with a format the CPU runs
+                rows.extend(exported_vs_pt(base, trained, lane, sources, imgsz, "onnx", False))
     print(f"{'what':<8} {'lanes':<16} {'img/s A':>9} {'img/s B':>9}")
     for what, label, first, second in rows:
         print(f"{what:<8} {label:<16} {first:>9.1f} {second:>9.1f}")
     print("train A: the whole job (set-up and validation included), B: training batches only")
     print("predict A: the first job (model load and warm-up included), B: a second job, warm")
-    print("pt fp16 / engine fp16: the same, with half; the engine built on that lane first")
+    print("pt/engine fp16 (CUDA), pt/onnx fp32 (--cpu): the same, the variant exported first")
     return 0
 
 
@@ -137,11 +139,18 @@ def predict(
     return speeds[0], speeds[1]
 
 
-def engine_vs_pt(
-    base: Path, model: Path, lane: str, sources: list[Path], imgsz: int
+def exported_vs_pt(
+    base: Path,
+    model: Path,
+    lane: str,
+    sources: list[Path],
+    imgsz: int,
+    export_format: str,
+    half: bool,
 ) -> list[tuple[str, str, float, float]]:
-    """Export `model` to an FP16 TensorRT engine on `lane` with the export runner, then time
-    inference jobs on the `.pt` (half) and on the engine (`format: "engine"`), cold and warm."""
+    """Export `model` to `export_format` on `lane` with the export runner (on CUDA: an FP16
+    TensorRT engine), then time inference jobs on the `.pt` and on the variant (`format`
+    named), both with `half`, cold and warm."""
     from dataclasses import replace
     from datetime import UTC, datetime
 
@@ -157,7 +166,7 @@ def engine_vs_pt(
     registered: list[ResolvedVariant] = []
 
     def register(files: ExportedFiles) -> dict[str, Any]:
-        variant_id = f"engine-{lane.replace(':', '')}"
+        variant_id = f"{export_format}-{lane.replace(':', '')}"
         folder = base / "variants" / variant_id
         manifest = copy_tree_hashing(files.output, folder, files.output.name)
         variant = Variant(
@@ -182,9 +191,9 @@ def engine_vs_pt(
         [],
         model="trained",
         device=lane,
-        format="engine",
+        format=export_format,
         imgsz=imgsz,
-        half=True,
+        half=half,
     )
     exporter.run(
         replace(export_ctx, job=replace(export_ctx.job, kind=JobKind.EXPORT, model_id="trained"))
@@ -193,24 +202,25 @@ def engine_vs_pt(
         resolve, data_roots=[base], resolve_variants=lambda model_id: list(registered)
     )
     rows: list[tuple[str, str, float, float]] = []
-    for label, export_format in (("pt fp16", "pt"), ("engine fp16", "engine")):
+    precision = "fp16" if half else "fp32"
+    for ran in ("pt", export_format):
         speeds = []
         for attempt in ("cold", "warm"):
             ctx = RecordingContext().context(
-                base / "infer" / f"{lane.replace(':', '')}-{export_format}-{attempt}",
+                base / "infer" / f"{lane.replace(':', '')}-{ran}-{attempt}",
                 sources,
                 model="trained",
                 device=lane,
                 imgsz=imgsz,
-                half=True,
-                format=export_format,
+                half=half,
+                format=ran,
             )
             started = time.perf_counter()
             result = runner.run(ctx)
             speeds.append(len(sources) / (time.perf_counter() - started))
-            if result.summary["format"] != export_format:
-                raise RuntimeError(f"asked for {export_format}, ran {result.summary['format']}")
-        rows.append((label, lane, speeds[0], speeds[1]))
+            if result.summary["format"] != ran:
+                raise RuntimeError(f"asked for {ran}, ran {result.summary['format']}")
+        rows.append((f"{ran} {precision}", lane, speeds[0], speeds[1]))
     return rows
 
 
