@@ -6,7 +6,11 @@ DataParallel over lane pairs, `half`, CUDA OOM containment, NVML readings, the T
 The benchmark trains one short run from `yolo11n.yaml` on a synthetic dataset on 1 lane, and on 2
 lanes (the in-process DataParallel split) where the host has them; then runs inference with the
 trained model on every lane, in images/second. Without CUDA it prints "no CUDA: skipped" and exits
-0; `--cpu` runs the benchmark's path on the CPU, small, as a smoke test (no tests).
+0; `--cpu` runs the benchmark's path on the CPU, small, as a smoke test (no tests). On each CUDA
+lane it also exports the trained model to a TensorRT engine (FP16, static, built on that lane)
+through the export runner and compares inference jobs with `format: "engine"` against the `.pt` with `half`
+(with `--cpu`, ONNX at FP32 in its place). The engine comparison has never run on a GPU: only
+its `--cpu` form has run. It needs `pip install 'yolo-orch[tensorrt]'` on the GPU host.
 
 `--wheels FOLDER` first installs every wheel under FOLDER (made by `bench/gpu_wheels.sh`) offline
 into FOLDER/site (`pip install --no-index --no-deps --target`), then runs with it on the path:
@@ -62,6 +66,7 @@ def main() -> int:
     print("test A: its outcome, B: its seconds")
     print("train A: images/s, the whole job (set-up, validation); B: training batches only")
     print("predict A: images/s, the first job (model load, warm-up); B: a second job, warm")
+    print("pt/engine fp16 (CUDA), pt/onnx fp32 (--cpu): the same, the variant exported first")
     print(f"all in {time.perf_counter() - started:.0f} s")
     return 1 if failed else 0
 
@@ -148,6 +153,13 @@ def benchmark(args: argparse.Namespace) -> list[Row]:
         sources = make_images(base / "predict", args.predict)
         for lane in lanes:
             rows.append(("predict", lane, *_speeds(*predict(base, trained, lane, sources, imgsz))))
+            if lane.startswith("cuda:"):
+                compared = exported_vs_pt(base, trained, lane, sources, imgsz, "engine", True)
+            else:  # the same path as a smoke test, with a format the CPU runs
+                compared = exported_vs_pt(base, trained, lane, sources, imgsz, "onnx", False)
+            rows.extend(
+                (what, label, *_speeds(first, second)) for what, label, first, second in compared
+            )
     return rows
 
 
@@ -207,6 +219,91 @@ def predict(
         runner.run(ctx)
         speeds.append(len(sources) / (time.perf_counter() - started))
     return speeds[0], speeds[1]
+
+
+def exported_vs_pt(
+    base: Path,
+    model: Path,
+    lane: str,
+    sources: list[Path],
+    imgsz: int,
+    export_format: str,
+    half: bool,
+) -> list[tuple[str, str, float, float]]:
+    """Export `model` to `export_format` on `lane` with the export runner (on CUDA: an FP16
+    TensorRT engine), then time inference jobs on the `.pt` and on the variant (`format`
+    named), both with `half`, cold and warm."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from yolo_orch.domain import JobKind
+    from yolo_orch.manifests import copy_tree_hashing
+    from yolo_orch.runners.export import ExportedFiles, YoloExportRunner
+    from yolo_orch.runners.inference import YoloInferenceRunner
+    from yolo_orch.variant_registry import ResolvedVariant
+    from yolo_orch.variants import Variant
+    from yolo_orch.weights import ResolvedWeights, sha256_file
+
+    weights = ResolvedWeights(model, sha256_file(model), task="detect")
+    registered: list[ResolvedVariant] = []
+
+    def register(files: ExportedFiles) -> dict[str, Any]:
+        variant_id = f"{export_format}-{lane.replace(':', '')}"
+        folder = base / "variants" / variant_id
+        manifest = copy_tree_hashing(files.output, folder, files.output.name)
+        variant = Variant(
+            id=variant_id,
+            model_id=files.model_id,
+            format=files.format,
+            sha256=manifest.digest,
+            size_bytes=manifest.size_bytes,
+            files=manifest.files,
+            lineage=files.lineage,
+            source=files.source,
+            job_id=files.job_id,
+            created_at=datetime.now(UTC),
+        )
+        registered.append(ResolvedVariant(variant, folder))
+        return {"id": variant_id, "format": str(files.format)}
+
+    resolve = fixed_resolver({"trained": weights})
+    exporter = YoloExportRunner(resolve, register, data_roots=[base])
+    export_ctx = RecordingContext().context(
+        base / "export" / lane.replace(":", ""),
+        [],
+        model="trained",
+        device=lane,
+        format=export_format,
+        imgsz=imgsz,
+        half=half,
+    )
+    exporter.run(
+        replace(export_ctx, job=replace(export_ctx.job, kind=JobKind.EXPORT, model_id="trained"))
+    )
+    runner = YoloInferenceRunner(
+        resolve, data_roots=[base], resolve_variants=lambda model_id: list(registered)
+    )
+    rows: list[tuple[str, str, float, float]] = []
+    precision = "fp16" if half else "fp32"
+    for ran in ("pt", export_format):
+        speeds = []
+        for attempt in ("cold", "warm"):
+            ctx = RecordingContext().context(
+                base / "infer" / f"{lane.replace(':', '')}-{ran}-{attempt}",
+                sources,
+                model="trained",
+                device=lane,
+                imgsz=imgsz,
+                half=half,
+                format=ran,
+            )
+            started = time.perf_counter()
+            result = runner.run(ctx)
+            speeds.append(len(sources) / (time.perf_counter() - started))
+            if result.summary["format"] != ran:
+                raise RuntimeError(f"asked for {ran}, ran {result.summary['format']}")
+        rows.append((f"{ran} {precision}", lane, speeds[0], speeds[1]))
+    return rows
 
 
 if __name__ == "__main__":

@@ -90,8 +90,12 @@ def server_job(client: httpx.Client, pattern: str, imgsz: int) -> tuple[float, f
     elapsed = time.perf_counter() - started
     if job["state"] != "succeeded":
         raise RuntimeError(f"job ended {job['state']}: {job['error']}")
-    run = _seconds(job["finished_at"]) - _seconds(job["started_at"])
-    return elapsed, run
+    return elapsed, server_job_seconds(job)
+
+
+def server_job_seconds(job: dict[str, Any]) -> float:
+    """A finished job's own run time: `finished_at - started_at`."""
+    return _seconds(job["finished_at"]) - _seconds(job["started_at"])
 
 
 def _seconds(stamp: str) -> float:

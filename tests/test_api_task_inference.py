@@ -92,8 +92,15 @@ async def test_each_task_serves_its_result_shape(client: httpx.AsyncClient, task
     job = await wait_terminal(client, response.json()["id"], deadline_s=60)
     assert job["state"] == "succeeded", job
     counted = COUNTED.get(task, "detections")
-    assert set(job["result"]) == {"task", "images", counted, "failed_images"}
-    assert job["result"]["task"] == task
+    assert set(job["result"]) == {
+        "task",
+        "images",
+        counted,
+        "failed_images",
+        "format",
+        "variant_id",
+    }
+    assert (job["result"]["task"], job["result"]["format"]) == (task, "pt")
     if counted != "detections":
         assert job["result"][counted] == 2
 

@@ -160,6 +160,8 @@ async def test_inference_on_files_under_a_data_root(host: Host) -> None:
         "images": 4,
         "detections": done["result"]["detections"],
         "failed_images": 1,
+        "format": "pt",
+        "variant_id": None,
     }
     result = (await host.client.get(f"/v1/jobs/{job['id']}/result")).json()
     sources = [image["source"] for image in result["images"]]

@@ -15,8 +15,10 @@ from yolo_orch.variants import (
     LaneRuntime,
     Lineage,
     Variant,
+    available_formats,
     choose_variant,
     export_refusal,
+    named_variant,
 )
 
 H200 = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "tensorrt_version": "10.9.0"}
@@ -107,6 +109,37 @@ def test_unusable_and_int8_variants_are_never_picked_and_the_newest_wins() -> No
 
     assert choose_variant([newest, older], CPU, imgsz=320, half=False) == newest
     assert choose_variant([int8, retired, older], CPU, imgsz=320, half=False) == older
+
+
+def test_a_named_format_runs_its_newest_fitting_variant_full_precision_first() -> None:
+    int8 = variant(ExportFormat.OPENVINO, "int8", int8=True)
+    newest, older = variant(ExportFormat.OPENVINO, "new"), variant(ExportFormat.OPENVINO, "old")
+
+    assert (
+        named_variant([int8, newest, older], ExportFormat.OPENVINO, CPU, imgsz=320, half=False)
+        == newest
+    )
+    assert named_variant([int8], ExportFormat.OPENVINO, CPU, imgsz=320, half=False) == int8
+    assert named_variant([TORCHSCRIPT], ExportFormat.TORCHSCRIPT, CPU, imgsz=320, half=False)
+    assert named_variant([ONNX], ExportFormat.ONNX, CPU, imgsz=640, half=False) is None
+    assert named_variant([OPENVINO], ExportFormat.ONNX, CPU, imgsz=320, half=False) is None
+    stale = variant(ExportFormat.ENGINE, half=True, **{**H200, "gpu_name": "NVIDIA A100"})
+    assert named_variant([stale], ExportFormat.ENGINE, CUDA, imgsz=320, half=True) is None
+    assert named_variant([ENGINE], ExportFormat.ENGINE, CUDA, imgsz=320, half=True) == ENGINE
+
+
+def test_the_formats_a_job_can_name_are_pt_and_those_with_a_fitting_usable_variant() -> None:
+    retired = replace(variant(ExportFormat.TORCHSCRIPT), usable=False)
+    dynamic = variant(ExportFormat.OPENVINO, dynamic=True)
+
+    assert available_formats([], imgsz=320, half=False) == ["pt"]
+    assert available_formats([ONNX, retired, dynamic], imgsz=320, half=False) == [
+        "pt",
+        "onnx",
+        "openvino",
+    ]
+    assert available_formats([ONNX, dynamic], imgsz=640, half=False) == ["pt", "openvino"]
+    assert available_formats([ONNX, ENGINE], imgsz=320, half=True) == ["pt", "engine"]
 
 
 def test_what_a_host_cannot_build_says_why() -> None:

@@ -84,6 +84,8 @@ def test_runs_images_reports_progress_and_isolates_a_corrupt_file(
         "images": 4,
         "detections": detections,
         "failed_images": 1,
+        "format": "pt",
+        "variant_id": None,
     }
     assert not (tmp_path / "job" / "artifacts").exists()
 
@@ -465,10 +467,8 @@ def test_cache_hits_are_counted_under_the_cache_wide_lock() -> None:
     # The race itself (two lanes incrementing at once) cannot be made deterministic: this
     # checks the mechanism, that every increment holds the lock the other lanes take too.
     cache = _CountersUnderTheCacheLock(2)
-    weights = ResolvedWeights(Path("/nonexistent/model.pt"), "0" * 64)
-
     for device in ("cpu", "cuda:0", "cpu", "cuda:0"):
-        with cache.checkout(device, weights, lambda: cast(Any, object())):
+        with cache.checkout(device, "0" * 64, lambda: cast(Any, object())):
             pass
 
     assert (cache.hits, cache.loads) == (2, 2)

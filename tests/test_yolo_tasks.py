@@ -252,7 +252,14 @@ def test_classify_gives_the_top_k_classes_best_first(
         confidences = [c["confidence"] for c in entry["classes"]]
         assert len(confidences) == 3
         assert confidences == sorted(confidences, reverse=True)
-    assert result.summary == {"task": "classify", "images": 2, "classified": 2, "failed_images": 0}
+    assert result.summary == {
+        "task": "classify",
+        "images": 2,
+        "classified": 2,
+        "failed_images": 0,
+        "format": "pt",
+        "variant_id": None,
+    }
 
 
 def test_depth_map_as_a_16_bit_png_of_millimetres(

@@ -157,7 +157,7 @@ class ModelRegistry:
         model = await self._store.get(ref)
         if not model.usable:
             raise ModelUnusable(ref)
-        return ResolvedWeights(path=self.path_of(model), sha256=model.sha256)
+        return ResolvedWeights(path=self.path_of(model), sha256=model.sha256, task=model.task)
 
     async def mark_unusable(self, model_id: str) -> None:
         await self._store.mark_unusable(model_id)

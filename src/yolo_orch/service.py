@@ -24,6 +24,7 @@ from yolo_orch.domain import (
     JobKind,
     JobState,
     JsonObject,
+    Model,
     NewJob,
     Page,
 )
@@ -48,7 +49,7 @@ from yolo_orch.resultfile import EntryPage
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
 from yolo_orch.task_data import check_task_dataset
-from yolo_orch.variants import ExportFormat, export_refusal
+from yolo_orch.variants import ExportFormat, available_formats, export_refusal
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +141,7 @@ class JobService:
                 raise ModelUnusable(new.model)
             if new.kind is JobKind.INFERENCE:
                 check_task(new.spec["params"], model.task)
+                await self._check_format(model, new.spec["params"])
             model_id, task = model.id, model.task
         spec = dict(new.spec)
         if new.kind is JobKind.EXPORT:
@@ -164,6 +166,27 @@ class JobService:
                 for export_format in spec["params"].get("export", []):
                     self._check_buildable(ExportFormat(export_format), half=False)
         return replace(new, spec=spec, model_id=model_id)
+
+    async def _check_format(self, model: Model, params: JsonObject) -> None:
+        """An inference job that names a format the model has no usable variant of, for the
+        job's imgsz and half, is refused now (`auto` falls back to the .pt, which always runs)."""
+        wanted = params.get("format", "auto")
+        if wanted in ("auto", "pt"):
+            return
+        imgsz, half = params["imgsz"], params["half"] and self._has_cuda_lanes
+        variants = await self._models.variants.list_for(model.id)
+        available = available_formats(variants, imgsz=imgsz, half=half)
+        if wanted not in available:
+            precision = "FP16" if half else "FP32"
+            raise InvalidJob(
+                f"model {model.name!r} has no usable {wanted} variant for imgsz {imgsz} "
+                f"({precision}); formats it can run: {', '.join(available)}",
+                code="format_not_available",
+            )
+
+    @property
+    def _has_cuda_lanes(self) -> bool:
+        return any(lane.startswith("cuda:") for lane in self._lane_ids)
 
     def _check_buildable(self, export_format: ExportFormat, *, half: bool) -> None:
         """An export this host cannot build is refused now, not failed on a lane later."""

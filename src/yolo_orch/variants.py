@@ -140,15 +140,12 @@ def choose_variant(
     only, as for `.pt` jobs). INT8 variants trade accuracy for speed and are never picked
     automatically. `variants` come newest first; among equals the newest wins.
     """
-    effective_half = half and lane.is_cuda
     fitting = [
         variant
         for variant in variants
-        if variant.usable
-        and variant.format in lane.runnable
+        if variant.format in lane.runnable
         and not variant.lineage.int8
-        and variant.lineage.half == effective_half
-        and (variant.lineage.dynamic or variant.lineage.imgsz == imgsz)
+        and variant_fits(variant, imgsz=imgsz, half=half and lane.is_cuda)
     ]
     if lane.is_cuda:
         return next((v for v in fitting if _engine_fits(v, lane)), None)
@@ -157,6 +154,40 @@ def choose_variant(
             if variant.format is wanted:
                 return variant
     return None
+
+
+def variant_fits(variant: Variant, *, imgsz: int, half: bool) -> bool:
+    """Whether `variant` runs a job of this `imgsz` (dynamic, or built for it) and `half`
+    (as the lane takes it: FP16 on CUDA lanes only)."""
+    built = variant.lineage
+    return variant.usable and built.half == half and (built.dynamic or built.imgsz == imgsz)
+
+
+def named_variant(
+    variants: Sequence[Variant],
+    export_format: ExportFormat,
+    lane: LaneRuntime,
+    *,
+    imgsz: int,
+    half: bool,
+) -> Variant | None:
+    """The variant a job that names `export_format` runs on `lane`: the newest that fits the
+    job (and, for an engine, the lane's GPU and software), full precision before INT8."""
+    fitting = [
+        variant
+        for variant in variants
+        if variant.format is export_format
+        and variant_fits(variant, imgsz=imgsz, half=half and lane.is_cuda)
+        and (export_format is not ExportFormat.ENGINE or _engine_fits(variant, lane))
+    ]
+    return min(fitting, key=lambda variant: variant.lineage.int8, default=None)
+
+
+def available_formats(variants: Sequence[Variant], *, imgsz: int, half: bool) -> list[str]:
+    """The formats a job of this `imgsz` and `half` (as its lanes take it) can name: `pt`
+    always, and each format the model has a fitting variant of."""
+    formats = {str(v.format) for v in variants if variant_fits(v, imgsz=imgsz, half=half)}
+    return ["pt", *sorted(formats)]
 
 
 def _engine_fits(variant: Variant, lane: LaneRuntime) -> bool:

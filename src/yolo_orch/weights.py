@@ -35,6 +35,8 @@ class ResolvedWeights:
 
     path: Path
     sha256: str
+    task: str | None = None
+    """The registry's task for the model (an exported variant's file is loaded as this task)."""
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,10 @@ DEFAULT_TOP_K = 5
 DEFAULT_MASK_FORMAT = "polygon"
 DEFAULT_DEPTH_FORMAT = "npy"
 
+InferenceFormat = Literal["auto", "pt", "onnx", "openvino", "torchscript", "engine"]
+"""What runs a job: `auto` (the fastest variant the lane can run, else the `.pt`), the `.pt`
+itself, or one exported format (`variants.ExportFormat`)."""
+
 
 def _tasks(*tasks: str) -> JsonDict:
     listed: list[JsonValue] = [*tasks]
@@ -63,6 +67,12 @@ class InferenceParams(SimulatedParams):
     )
     half: bool = Field(default=False, description="FP16 (CUDA lanes only).")
     save_annotated: bool = Field(default=False, description="Keep annotated images as artifacts.")
+    format: InferenceFormat = Field(
+        default="auto",
+        description='"auto": the fastest variant of the model the lane can run for this imgsz '
+        'and half (TensorRT on CUDA, OpenVINO then ONNX on the CPU), else the .pt; "pt": the .pt; '
+        "or one exported format, refused at submission when the model has no variant of it.",
+    )
     mask_format: Literal["polygon", "rle", "none"] | None = Field(
         default=None,
         description='Segment: each detection\'s mask as "polygon" rings of [x, y] (the default), '

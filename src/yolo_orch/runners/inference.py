@@ -15,11 +15,16 @@ shape go through one streaming `predict` (`predict`). Progress is reported and c
 every image; a stream left early is closed at once. Each image's entry is encoded by its task's
 function (`encode`).
 
+Formats: a job runs its model's `.pt` or one of its exported variants (`params.format`: `auto`
+picks the fastest the lane can run, `variants.choose_variant`); the result's summary and the
+job's log say which (`format`, `variant_id`).
+
 Call `configure_ultralytics` before constructing the runner (offline, safe load).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -29,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from yolo_orch import images
 from yolo_orch.domain import JobResult, JsonObject, Progress
-from yolo_orch.errors import InvalidJobInput, JobCancelled
+from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled
 from yolo_orch.jobfiles import INPUTS_DIR
 from yolo_orch.params.inference import InferenceParams, check_task
 from yolo_orch.runners.base import RunContext
@@ -41,8 +46,11 @@ from yolo_orch.runners.decode import (
     same_shape_groups,
 )
 from yolo_orch.runners.encode import Encoding, ImageOutput, counted, encode, save_annotated
+from yolo_orch.runners.formats import lane_runtime
 from yolo_orch.runners.model_cache import ModelCache
-from yolo_orch.runners.predict import load_model, predict_batch
+from yolo_orch.runners.predict import load_exported, load_model, predict_batch
+from yolo_orch.variant_registry import ResolvedVariant
+from yolo_orch.variants import ExportFormat, LaneRuntime, choose_variant, named_variant
 from yolo_orch.weights import ResolvedWeights
 
 if TYPE_CHECKING:
@@ -52,7 +60,15 @@ if TYPE_CHECKING:
 
 __all__ = ["YoloInferenceRunner", "default_cpu_threads"]
 
+log = logging.getLogger(__name__)
+
 ResolveWeights = Callable[[str], ResolvedWeights]
+ResolveVariants = Callable[[str], list[ResolvedVariant]]
+"""A model id's usable variants, newest first."""
+
+
+def no_variants(model_id: str) -> list[ResolvedVariant]:
+    return []
 
 
 class YoloInferenceRunner:
@@ -67,10 +83,16 @@ class YoloInferenceRunner:
         max_image_pixels: int = images.DEFAULT_MAX_IMAGE_PIXELS,
         *,
         data_roots: Sequence[Path],
+        resolve_variants: ResolveVariants = no_variants,
+        lane_runtime: Callable[[str], LaneRuntime] = lane_runtime,
     ) -> None:
         """`data_roots`: every input is read only if it is still inside them (or inside the
-        job's own uploaded inputs) where it is opened."""
+        job's own uploaded inputs) where it is opened. `lane_runtime` says what a lane can
+        run (asked once per lane)."""
         self._resolve_weights = resolve_weights
+        self._resolve_variants = resolve_variants
+        self._lane_runtime = lane_runtime
+        self._lane_runtimes: dict[str, LaneRuntime] = {}
         self._data_roots = list(data_roots)
         self._max_image_pixels = max_image_pixels
         self._cache = ModelCache(model_cache_size)
@@ -99,22 +121,73 @@ class YoloInferenceRunner:
         device = ctx.devices[0]
         params = InferenceParams.from_job(ctx.job.params)
         sources = read_inputs(ctx.job.spec)
-        weights = self._resolve_weights(ctx.job.model_id or ctx.job.model)
+        model_ref = ctx.job.model_id or ctx.job.model
+        weights = self._resolve_weights(model_ref)
+        chosen = self._variant_for(model_ref, device, params)
         torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
         ctx.report_progress(Progress(0, len(sources), "images"))
-        load = partial(load_model, device, weights, params)
+        if chosen is None:
+            key, load = weights.sha256, partial(load_model, device, weights, params)
+            ran: JsonObject = {"format": "pt", "variant_id": None}
+        else:
+            if weights.task is None:
+                raise RuntimeError(f"the task of model {model_ref!r} is unknown")
+            key = chosen.variant.sha256
+            load = partial(load_exported, device, chosen, weights.task, params)
+            ran = {"format": str(chosen.variant.format), "variant_id": chosen.variant.id}
+        log.info(
+            "job %s runs %s on %s (params.format %s)",
+            ctx.job.id,
+            "the .pt" if chosen is None else f"{ran['format']} variant {ran['variant_id']}",
+            device,
+            params.format,
+        )
         try:
-            with self._cache.checkout(device, weights, load) as model:
+            with self._cache.checkout(device, key, load) as model:
                 # Submission checked the registry's task; the file's own says it again.
                 task = str(model.task)
                 check_task(ctx.job.params, task)
-                encoding = Encoding.of(task, params, model.model)
-                return self._run_images(ctx, model, device, params, encoding, sources)
+                # An exported model's metadata (kpt_names) is on its predictor's backend,
+                # set up by the warm-up.
+                predictor = model.predictor
+                metadata = model.model if chosen is None or predictor is None else predictor.model
+                encoding = Encoding.of(task, params, metadata)
+                result = self._run_images(ctx, model, device, params, encoding, sources)
+                return JobResult(summary={**result.summary, **ran}, detail=result.detail)
         except torch.cuda.OutOfMemoryError as e:
             self._cache.flush(device)
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             raise RuntimeError(f"CUDA out of memory: {e}") from e
+
+    def _variant_for(
+        self, model_ref: str, device: str, params: InferenceParams
+    ) -> ResolvedVariant | None:
+        """The variant the job runs, or None for the `.pt`."""
+        if params.format == "pt":
+            return None
+        resolved = self._resolve_variants(model_ref)
+        if not resolved and params.format == "auto":
+            return None
+        by_id = {r.variant.id: r for r in resolved}
+        variants = [r.variant for r in resolved]
+        lane = self._lane_runtimes.get(device)
+        if lane is None:
+            lane = self._lane_runtimes[device] = self._lane_runtime(device)
+        if params.format == "auto":
+            picked = choose_variant(variants, lane, imgsz=params.imgsz, half=params.half)
+        else:
+            export_format = ExportFormat(params.format)
+            picked = named_variant(
+                variants, export_format, lane, imgsz=params.imgsz, half=params.half
+            )
+            if picked is None:  # retired or deleted since submission, or built for another GPU
+                raise InvalidJob(
+                    f"no usable {export_format} variant of the model fits imgsz "
+                    f"{params.imgsz} on {device}",
+                    code="format_not_available",
+                )
+        return None if picked is None else by_id[picked.id]
 
     def _run_images(
         self,

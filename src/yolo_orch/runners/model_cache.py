@@ -3,6 +3,8 @@
 A job checks an instance out of its lane's cache for the whole job (a busy model makes a second
 job load its own instance) and gives it back at the end: ultralytics' `predict` updates predictor
 arguments outside its lock, so a shared instance would mix up two jobs' `conf`/`imgsz`.
+Instances are keyed by fingerprint: a `.pt`'s sha256, or an exported variant's manifest digest,
+so every format stays warm the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled
-from yolo_orch.weights import ResolvedWeights
 
 if TYPE_CHECKING:
     from ultralytics.models import YOLO
@@ -59,12 +60,12 @@ class ModelCache:
             return idle + [sha for sha, n in lane.busy.items() if n > 0 and sha not in lane.idle]
 
     @contextmanager
-    def checkout(self, device: str, weights: ResolvedWeights, load: Load) -> Iterator[YOLO]:
-        """An instance of `weights` on `device` for the caller alone: an idle one, or `load()`.
+    def checkout(self, device: str, sha: str, load: Load) -> Iterator[YOLO]:
+        """An instance of the model or variant fingerprinted `sha` on `device` for the caller
+        alone: an idle one, or `load()`.
         It goes back to the lane afterwards unless the job failed in a way that may have broken
         it (a job that stopped for its own input or a cancel leaves it fine)."""
         lane = self._lane(device)
-        sha = weights.sha256
         with lane.lock:
             model = lane.idle.pop(sha, None)
             lane.busy[sha] += 1

@@ -1,6 +1,6 @@
 """ultralytics' `predict`, called the way the server needs it: streaming (so progress and cancel
 fit between images), with the stream always closed (a suspended generator holds the predictor's
-lock), and models loaded only from verified weights.
+lock), and models loaded only from verified weights or variants.
 
 Call `configure_ultralytics` before loading (offline, safe load).
 """
@@ -14,6 +14,8 @@ from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from yolo_orch.params.inference import InferenceParams
+from yolo_orch.runners.formats import load_variant
+from yolo_orch.variant_registry import ResolvedVariant
 from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
 
 if TYPE_CHECKING:
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
     from yolo_orch.runners.decode import Decoded
 
-__all__ = ["load_model", "predict_args", "predict_batch"]
+__all__ = ["load_exported", "load_model", "predict_args", "predict_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,6 @@ log = logging.getLogger(__name__)
 def load_model(device: str, weights: ResolvedWeights, params: InferenceParams) -> YOLO:
     """A model instance of `weights`, checked against its fingerprint and warmed up on `device`
     (the first predict sets up the predictor)."""
-    import numpy as np
     import ultralytics.utils
     from ultralytics.models import YOLO
 
@@ -51,18 +52,36 @@ def load_model(device: str, weights: ResolvedWeights, params: InferenceParams) -
     # No `model.to(device)`: the predictor deep-copies the model, fuses it and moves that copy
     # to `device` (the warm-up below builds it). Moving the original as well would keep a
     # second, unused copy in GPU memory for every cached model.
+    _warm_up(model, path.name, device, params, started)
+    return model
+
+
+def load_exported(
+    device: str, resolved: ResolvedVariant, task: str, params: InferenceParams
+) -> YOLO:
+    """A model instance of an exported variant, every file checked against its manifest
+    (`VariantTampered` otherwise), warmed up on `device`."""
+    started = time.perf_counter()
+    model = load_variant(resolved, task)
+    name = f"{resolved.variant.format} variant {resolved.variant.id}"
+    _warm_up(model, name, device, params, started)
+    return model
+
+
+def _warm_up(model: YOLO, name: str, device: str, params: InferenceParams, started: float) -> None:
+    import numpy as np
+
     loaded = time.perf_counter()
     blank: NDArray[np.uint8] = np.zeros((params.imgsz, params.imgsz, 3), dtype=np.uint8)
     with closing(_stream(model, blank, device, params)) as results:
         next(results)
     log.info(
         "loaded %s on %s in %.0f ms, warmed up in %.0f ms",
-        path.name,
+        name,
         device,
         (loaded - started) * 1000,
         (time.perf_counter() - loaded) * 1000,
     )
-    return model
 
 
 def predict_args(device: str, params: InferenceParams) -> dict[str, Any]:

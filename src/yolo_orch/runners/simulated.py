@@ -75,16 +75,22 @@ class SimulatedRunner:
             return _validation_result(ctx.job.id, ctx.job.spec.get("split", "val"))
         if ctx.job.kind is JobKind.EXPORT:
             return _export_result(str(params["format"]))
-        return _inference_result(list(ctx.job.spec.get("inputs", [])))
+        ran = params.get("format", "auto")
+        return _inference_result(list(ctx.job.spec.get("inputs", [])), str(ran))
 
 
-def _inference_result(inputs: list[str]) -> JobResult:
+def _inference_result(inputs: list[str], ran: str) -> JobResult:
+    """`ran`: the job's format, as if it had that variant (`auto` runs the `.pt`)."""
     images = [_fake_detections(name) for name in inputs]
     total = sum(len(image["detections"]) for image in images)
-    return JobResult(
-        summary={"images": len(images), "detections": total, "failed_images": 0},
-        detail={"images": images},
-    )
+    summary: JsonObject = {
+        "images": len(images),
+        "detections": total,
+        "failed_images": 0,
+        "format": "pt" if ran == "auto" else ran,
+        "variant_id": None,
+    }
+    return JobResult(summary=summary, detail={"images": images})
 
 
 def _fake_detections(source: str) -> JsonObject:

@@ -17,7 +17,7 @@ from yolo_orch.runners.sources import shipped_architecture
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.runners.validation import YoloValidationRunner
 from yolo_orch.runners.yolo_env import configure_ultralytics
-from yolo_orch.variant_registry import variant_view
+from yolo_orch.variant_registry import ResolvedVariant, variant_view
 from yolo_orch.weights import ModelTampered, ResolvedWeights
 
 
@@ -51,6 +51,7 @@ class UltralyticsRuntime:
             cpu_threads=cpu_threads,
             max_image_pixels=max_image_pixels,
             data_roots=data_roots,
+            resolve_variants=self._resolve_variants,
         )
         self.training = YoloTrainingRunner(
             self._resolve_weights,
@@ -126,6 +127,9 @@ class UltralyticsRuntime:
     def _resolve_weights(self, ref: str) -> ResolvedWeights:
         # Runners run in worker threads; the registry lives on the event loop.
         return anyio.from_thread.run(self._registry.resolve, ref)
+
+    def _resolve_variants(self, model_id: str) -> list[ResolvedVariant]:
+        return anyio.from_thread.run(self._registry.variants.resolve, model_id)
 
 
 class MarksTamperedModels:

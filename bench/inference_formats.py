@@ -1,0 +1,165 @@
+"""Images/s of inference on the CPU lane for each format (`.pt`, ONNX Runtime, OpenVINO), through
+the server and with ultralytics called directly, side by side in one run, each against direct
+`.pt` predict.
+
+    python -m bench.inference_formats [--imgsz 320 640] [--repeats 1]
+
+One real server (`runtime = "auto"`, the cpu lane, a model cache big enough to keep every
+instance warm) imports the checkpoint and exports it to ONNX and OpenVINO at each imgsz (static,
+FP32) with export jobs. Server: jobs with `params.format` "pt", "onnx", "openvino" and "auto" over
+1 and 32 images; the time from POST /v1/jobs to the poll (every 5 ms) that sees it succeeded
+(e2e), and the job's own `finished_at - started_at` (run). Direct: the same files (the `.pt`, and
+the variants' files in the server's registry) loaded with `YOLO(...)`, the images decoded as the
+server decodes them, one `predict(stream=True)` over the list, the same imgsz, conf, iou, max_det
+and torch thread count as the server's cpu lane. ONNX Runtime and OpenVINO pick their own thread
+counts, alike on both sides. Every model is warmed up on both sides before anything is timed;
+server and direct runs alternate, so load from other processes lands on both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench._yolo import MODEL, inference_job, real_server, wait_job, workspace
+from bench.inference_overhead import Direct, server_job_seconds
+
+SETS = {"one": 1, "batch32": 32}
+EXPORTED = ("onnx", "openvino")
+SERVER_FORMATS = ("pt", *EXPORTED, "auto")
+TARGET_RATIO = 2.5
+"""Issue 11: server `auto`, 32-image jobs, imgsz 320, vs direct `.pt` predict."""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--imgsz", type=int, nargs="+", default=[320, 640])
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs of each 32-image job")
+    parser.add_argument("--one-repeats", type=int, default=3, help="timed runs of 1-image jobs")
+    args = parser.parse_args()
+
+    runs = Runs()
+    with workspace(SETS) as ws, real_server(ws, model_cache_size=16) as server:
+        paths = {name: sorted((ws.data / name).glob("*.jpg")) for name in SETS}
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            for imgsz in args.imgsz:
+                files = {"pt": ws.weights}
+                for export_format in EXPORTED:
+                    files[export_format] = exported_entry(
+                        client, server.data_dir, export_format, imgsz
+                    )
+                direct = {name: Direct(path, imgsz) for name, path in files.items()}
+                measure(client, direct, paths, imgsz, runs, (args.one_repeats, args.repeats))
+    report(runs, args.imgsz)
+
+
+@dataclass
+class Runs:
+    server: dict[tuple[int, str, str], list[tuple[float, float]]] = field(default_factory=dict)
+    """(imgsz, set, format) -> (e2e seconds, run seconds) per timed job."""
+    direct: dict[tuple[int, str, str], list[float]] = field(default_factory=dict)
+    ran: dict[tuple[int, str], str] = field(default_factory=dict)
+    """(imgsz, asked format) -> the format the server's result says ran."""
+
+
+def measure(
+    client: httpx.Client,
+    direct: dict[str, Direct],
+    paths: dict[str, list[Path]],
+    imgsz: int,
+    runs: Runs,
+    repeats: tuple[int, int],
+) -> None:
+    for side in direct.values():  # load and warm up, untimed
+        side.cold(paths["one"])
+    for export_format in SERVER_FORMATS:
+        job = run_server(client, "one/*.jpg", imgsz, export_format)
+        runs.ran[(imgsz, export_format)] = job["result"]["format"]
+    for set_name, times in zip(SETS, repeats, strict=True):
+        for _ in range(times):
+            for export_format in SERVER_FORMATS:
+                key = (imgsz, set_name, export_format)
+                started = time.perf_counter()
+                job = run_server(client, f"{set_name}/*.jpg", imgsz, export_format)
+                e2e = time.perf_counter() - started
+                runs.server.setdefault(key, []).append((e2e, server_job_seconds(job)))
+                if export_format in direct:
+                    seconds = direct[export_format].warm(paths[set_name])
+                    runs.direct.setdefault(key, []).append(seconds)
+
+
+def report(runs: Runs, sizes: list[int]) -> None:
+    """A Markdown table: img/s of each side, and each against direct `.pt` predict of the same
+    imgsz and job size (medians of the timed runs)."""
+    from yolo_orch.runners.inference import default_cpu_threads
+
+    print(
+        f"{os.cpu_count()} CPUs, {default_cpu_threads()} torch thread(s), model {MODEL} "
+        "(yolo11n), cpu lane"
+    )
+    print(
+        "| imgsz | images | format | ran | direct img/s | server e2e img/s | server run img/s "
+        "| direct/direct .pt | e2e/direct .pt | run/direct .pt |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for imgsz in sizes:
+        for set_name, images in SETS.items():
+            direct_pt = statistics.median(runs.direct[(imgsz, set_name, "pt")])
+            for export_format in SERVER_FORMATS:
+                key = (imgsz, set_name, export_format)
+                e2e_s = statistics.median(e2e for e2e, _ in runs.server[key])
+                run_s = statistics.median(run for _, run in runs.server[key])
+                direct_s = statistics.median(runs.direct[key]) if key in runs.direct else None
+                direct_cells = (
+                    f"{images / direct_s:.1f} | {direct_pt / direct_s:.2f}" if direct_s else "- | -"
+                ).split(" | ")
+                print(
+                    f"| {imgsz} | {images} | {export_format} | {runs.ran[(imgsz, export_format)]} "
+                    f"| {direct_cells[0]} | {images / e2e_s:.1f} | {images / run_s:.1f} "
+                    f"| {direct_cells[1]} | {direct_pt / e2e_s:.2f} | {direct_pt / run_s:.2f} |"
+                )
+    if 320 in sizes:
+        direct_pt = statistics.median(runs.direct[(320, "batch32", "pt")])
+        e2e_s = statistics.median(e2e for e2e, _ in runs.server[(320, "batch32", "auto")])
+        verdict = "met" if direct_pt / e2e_s >= TARGET_RATIO else "not met"
+        print(
+            f"target: server auto, 32-image jobs, imgsz 320, end to end >= {TARGET_RATIO}x "
+            f"direct .pt predict: {direct_pt / e2e_s:.2f}x, {verdict}"
+        )
+
+
+def run_server(client: httpx.Client, pattern: str, imgsz: int, export_format: str) -> Any:
+    body = inference_job([pattern], imgsz)
+    body["params"]["format"] = export_format
+    response = client.post("/v1/jobs", json=body)
+    if response.status_code != 202:
+        raise RuntimeError(f"{response.status_code} {response.text}")
+    job = wait_job(client, response.json()["id"])
+    if job["state"] != "succeeded":
+        raise RuntimeError(f"job ended {job['state']}: {job['error']}")
+    return job
+
+
+def exported_entry(client: httpx.Client, data_dir: Path, export_format: str, imgsz: int) -> Path:
+    """Export the model with a job; the variant's file (or OpenVINO folder) in the registry."""
+    body = {"kind": "export", "model": MODEL, "params": {"format": export_format, "imgsz": imgsz}}
+    response = client.post("/v1/jobs", json=body)
+    if response.status_code != 202:
+        raise RuntimeError(f"{response.status_code} {response.text}")
+    job = wait_job(client, response.json()["id"])
+    if job["state"] != "succeeded":
+        raise RuntimeError(f"export ended {job['state']}: {job['error']}")
+    [folder] = [path for path in data_dir.rglob(job["result"]["variant_id"]) if path.is_dir()]
+    [entry] = list(folder.iterdir())
+    return entry
+
+
+if __name__ == "__main__":
+    main()
