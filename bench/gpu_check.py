@@ -6,11 +6,11 @@ DataParallel over lane pairs, `half`, CUDA OOM containment, NVML readings, the T
 The benchmark trains one short run from `yolo11n.yaml` on a synthetic dataset on 1 lane, and on 2
 lanes (the in-process DataParallel split) where the host has them; then runs inference with the
 trained model on every lane, in images/second. Without CUDA it prints "no CUDA: skipped" and exits
-0; `--cpu` runs the benchmark's path on the CPU, small, as a smoke test (no tests). On each CUDA
-lane it also exports the trained model to a TensorRT engine (FP16, static, built on that lane)
-through the export runner and compares inference jobs with `format: "engine"` against the `.pt` with `half`
-(with `--cpu`, ONNX at FP32 in its place). The engine comparison has never run on a GPU: only
-its `--cpu` form has run. It needs `pip install 'yolo-orch[tensorrt]'` on the GPU host.
+0; `--cpu` runs the benchmark's path on the CPU, small, as a smoke test (no tests). On each
+CUDA lane it also exports the trained model to a TensorRT engine (FP16, static, built on that
+lane) through the export runner and compares inference jobs with `format: "engine"` against the
+`.pt` with `half` (with `--cpu`, ONNX at FP32 in its place). The engine comparison has never run
+on a GPU: only its `--cpu` form has run. It needs `pip install 'yolo-orch[tensorrt]'` there.
 
 `--wheels FOLDER` first installs every wheel under FOLDER (made by `bench/gpu_wheels.sh`) offline
 into FOLDER/site (`pip install --no-index --no-deps --target`), then runs with it on the path:
