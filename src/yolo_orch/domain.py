@@ -230,15 +230,17 @@ class QueueOrder:
     aging_per_minute: float = 0.0
     max_gpus: int | None = None
 
-    def effective_priority(self, job: Job) -> int:
-        waited_min = max(0.0, (self.now - job.created_at).total_seconds() / 60)
-        return job.priority + math.floor(self.aging_per_minute * waited_min)
+    def effective_priority(self, priority: int, created_at: datetime) -> int:
+        waited_min = max(0.0, (self.now - created_at).total_seconds() / 60)
+        return priority + math.floor(self.aging_per_minute * waited_min)
 
     def admits(self, job: Job) -> bool:
         return self.max_gpus is None or job.gpus <= self.max_gpus
 
     def sort(self, jobs: list[Job]) -> list[Job]:
-        return sorted(jobs, key=lambda job: (-self.effective_priority(job), job.seq))
+        return sorted(
+            jobs, key=lambda job: (-self.effective_priority(job.priority, job.created_at), job.seq)
+        )
 
 
 @dataclass(frozen=True)

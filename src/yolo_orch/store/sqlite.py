@@ -47,12 +47,14 @@ from typing import Any, Generic, TypeVar, cast
 from sqlalchemy import (
     ColumnElement,
     Insert,
+    Integer,
     Select,
     bindparam,
     event,
     func,
     or_,
     select,
+    text,
     union_all,
     update,
 )
@@ -87,6 +89,7 @@ from yolo_orch.store.tables import (
     JOBS,
     MODELS,
     NEW_JOB_COLUMNS,
+    UTCDateTime,
     error_values,
     job_from_row,
     new_job_values,
@@ -526,20 +529,36 @@ def _cancel(job_id: str, now: datetime, conn: Connection) -> Job:
 
 def _aged_queue_head(limit: int, order: QueueOrder, conn: Connection) -> list[Job]:
     """The first `limit` jobs by effective priority. Within one priority the oldest job has
-    aged the most, so the answer lies among the first `limit` of each priority: a seek to
-    each priority queued (at most 201, `priority` is -100..100) and a short read there, all
-    from the index (state, priority DESC, seq), whatever the queue's or the history's size.
-    Sorting the whole queue by a computed priority in SQL would read every queued row."""
-    head = select(JOBS).where(_QUEUED).order_by(JOBS.c.seq).limit(limit)
-    if order.max_gpus is not None:
-        head = head.where(JOBS.c.gpus <= order.max_gpus)
-    highest = select(func.max(JOBS.c.priority)).where(_QUEUED)
-    candidates: list[Job] = []
-    priority = conn.execute(highest).scalar()
-    while priority is not None:
-        candidates += _jobs(head.where(JOBS.c.priority == priority), conn)
-        priority = conn.execute(highest.where(JOBS.c.priority < priority)).scalar()
-    return order.sort(candidates)[:limit]
+    aged the most, so the answer lies among the first `limit` of each priority: one statement
+    seeks each priority queued (at most 201, `priority` is -100..100) and reads its head from
+    the index (state, priority DESC, seq), whatever the queue's or the history's size; only
+    the winners' full rows are read. Sorting the queue by a computed priority in SQL would
+    read every queued row."""
+    max_gpus = order.max_gpus if order.max_gpus is not None else 2**31
+    heads = conn.execute(_AGED_HEADS, {"limit": limit, "max_gpus": max_gpus}).all()
+    ranked = sorted(
+        heads, key=lambda h: (-order.effective_priority(h.priority, h.created_at), h.seq)
+    )
+    winners = [head.seq for head in ranked[:limit]]
+    return order.sort(_jobs(select(JOBS).where(JOBS.c.seq.in_(winners)), conn))
+
+
+_AGED_HEADS = text(
+    """
+    WITH RECURSIVE priorities(p) AS (
+        SELECT max(priority) FROM jobs WHERE state = 'queued'
+        UNION ALL
+        SELECT (SELECT max(priority) FROM jobs WHERE state = 'queued' AND priority < p)
+        FROM priorities WHERE p IS NOT NULL
+    )
+    SELECT head.seq, head.priority, head.created_at
+    FROM priorities JOIN jobs AS head ON head.seq IN (
+        SELECT seq FROM jobs
+        WHERE state = 'queued' AND priority = priorities.p AND gpus <= :max_gpus
+        ORDER BY seq LIMIT :limit
+    )
+    """
+).columns(seq=Integer, priority=Integer, created_at=UTCDateTime())
 
 
 def _recover(now: datetime, drained: frozenset[str], conn: Connection) -> list[Job]:
