@@ -120,7 +120,7 @@ async def test_a_job_whose_progress_stands_still_fails_stalled(tmp_path: Path) -
 
 
 async def test_moving_progress_is_not_a_stall(tmp_path: Path) -> None:
-    limits = fast(stall_after_s=0.05, timeout_s={"inference": 0.3})
+    limits = fast(stall_after_s=0.2, timeout_s={"inference": 1.0})
     async with watched(tmp_path, busy_until_cancelled, limits) as h:
         job = await finished(h, await submit(h))
     assert job.error is not None
