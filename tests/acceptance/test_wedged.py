@@ -32,6 +32,9 @@ def test_a_thread_that_ignores_its_time_limit_wedges_the_lane_and_restarts_the_s
         stuck = submit(client, sim_inference("stuck", sim_seconds=60, sim_steps=1, timeout_s=0.5))
         failed = wait_terminal(client, stuck["id"], timeout=20)
         assert (failed["state"], failed["error"]["code"]) == ("failed", "timeout")
+        devices = client.get("/v1/devices").json()["devices"]
+        assert [lane["id"] for lane in devices if lane["wedged"]] == failed["devices"]
+        assert client.get("/readyz").json()["status"] == "degraded"
         queued = submit(client, sim_inference("queued"))
         assert server.wait(timeout=30) == EXIT_WEDGED
 
