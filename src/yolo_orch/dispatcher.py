@@ -241,27 +241,34 @@ class Dispatcher:
         """The watchdog: a job past its time limit, or whose progress stands still, is told to
         stop as a cancel would; one whose thread ignores that past the grace period is failed
         here and its lanes wedged."""
-        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self._limits.check_interval_s)
-            now = loop.time()
-            for run in list(self._runs.values()):
-                if run.task is None or run.task.done():
-                    continue
-                if run.stopped_by is None:
-                    breach = self._limits.breach(run.timeout_s, now - run.started, now - run.moved)
-                    if breach is not None:
-                        log.warning("job %s: %s; stopping it", run.job_id, breach.message)
-                        run.stopped_by, run.stopped_at = breach, now
-                        run.cancel.set()
-                elif now - run.stopped_at >= self._limits.wedge_grace_s:
-                    await self._wedge(run, run.stopped_by, run.task)
-            if self._wedged_runs and not self._runs:
-                self.wedged.set()
+            try:
+                await self._check_runs(asyncio.get_running_loop().time())
+            except Exception:  # the store failed to record a wedged job: the next round retries
+                log.exception("the watchdog's round failed")
+
+    async def _check_runs(self, now: float) -> None:
+        for run in list(self._runs.values()):
+            if run.task is None or run.task.done() or run.task.cancelling():
+                continue  # not started yet, ended, or abandoned
+            if run.stopped_by is None:
+                breach = self._limits.breach(run.timeout_s, now - run.started, now - run.moved)
+                if breach is not None:
+                    log.warning("job %s: %s; stopping it", run.job_id, breach.message)
+                    run.stopped_by, run.stopped_at = breach, now
+                    run.cancel.set()
+            elif now - run.stopped_at >= self._limits.wedge_grace_s:
+                await self._wedge(run, run.stopped_by, run.task)
+        if self._wedged_runs and not self._runs:
+            self.wedged.set()
 
     async def _wedge(self, run: _Run, error: JobError, task: asyncio.Task[None]) -> None:
         """Record the run's failure, abandon its thread (it cannot be killed), keep its lanes
         out of admission and admit nothing more: once the other runs end, the server exits."""
+        with contextlib.suppress(JobAlreadyFinished):
+            outcome = Outcome(JobState.FAILED, error, progress=run.progress)
+            await self._store.finish(run.job_id, outcome, utcnow())
         lanes = ", ".join(lane.id for lane in run.lanes)
         log.critical(
             "job %s did not stop within %gs: lanes %s are wedged; the server restarts once "
@@ -274,9 +281,6 @@ class Dispatcher:
             lane.wedged = True
         self._wedged_runs += 1
         self.wake()
-        with contextlib.suppress(JobAlreadyFinished):
-            outcome = Outcome(JobState.FAILED, error, progress=run.progress)
-            await self._store.finish(run.job_id, outcome, utcnow())
         task.cancel()  # abandons the thread; its outcome, recorded here, stays
 
     async def _poisoned(self, culprit: str, error: JobError) -> None:
