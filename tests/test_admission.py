@@ -14,7 +14,7 @@ import pytest
 from yolo_orch.admission import Lanes
 from yolo_orch.clock import utcnow
 from yolo_orch.dispatcher import Dispatcher
-from yolo_orch.domain import Job, JobKind, JobResult, JobState, NewJob, Progress
+from yolo_orch.domain import Job, JobKind, JobResult, JobState, NewJob, Progress, QueueOrder
 from yolo_orch.errors import JobCancelled
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.runners.base import RunContext
@@ -219,12 +219,12 @@ async def test_a_store_failure_does_not_stop_the_dispatcher(tmp_path: Path) -> N
         real_next_queued = harness.store.next_queued
         calls = 0
 
-        async def flaky(limit: int) -> list[Job]:
+        async def flaky(limit: int, order: QueueOrder | None = None) -> list[Job]:
             nonlocal calls
             calls += 1
             if calls == 1:
                 raise OSError("disk hiccup")
-            return await real_next_queued(limit)
+            return await real_next_queued(limit, order)
 
         harness.store.next_queued = flaky  # type: ignore[method-assign]
         harness.dispatcher._retry_delay_s = 0.01

@@ -25,6 +25,7 @@ from yolo_orch.domain import (
     NewJob,
     Outcome,
     Progress,
+    QueueOrder,
 )
 from yolo_orch.errors import (
     IdempotencyKeyReused,
@@ -252,6 +253,39 @@ async def test_next_queued_by_priority_then_submission_order(store: JobStore) ->
     assert [job.id for job in await store.next_queued(limit=2)] == [jobs[1].id, jobs[3].id]
 
 
+async def test_next_queued_ages_waiting_jobs_and_keeps_fifo_within_a_priority(
+    store: JobStore,
+) -> None:
+    old_low = await add(store, T0, priority=-5)
+    older_low = [await add(store, T0 + timedelta(minutes=1), priority=-5) for _ in range(2)]
+    fresh = [await add(store, T0 + timedelta(minutes=10), priority=p) for p in (0, 3, 0)]
+    now = T0 + timedelta(minutes=10)
+
+    plain = await store.next_queued(10, QueueOrder(now))
+    # 1 per minute: the first low job is at -5 + 10 = 5, the next two at -5 + 9 = 4.
+    aged = await store.next_queued(10, QueueOrder(now, aging_per_minute=1))
+    head = await store.next_queued(2, QueueOrder(now, aging_per_minute=1))
+
+    lows = [old_low.id, *(job.id for job in older_low)]
+    highs = [fresh[1].id, fresh[0].id, fresh[2].id]
+    assert [job.id for job in plain] == highs + lows
+    assert [job.id for job in aged] == lows + highs
+    assert [job.id for job in head] == [old_low.id, older_low[0].id]
+
+
+async def test_next_queued_leaves_out_jobs_needing_more_lanes_than_can_work(
+    store: JobStore,
+) -> None:
+    wide = [await add(store, priority=9, gpus=4) for _ in range(5)]
+    narrow = await add(store, gpus=2)
+
+    for aging in (0.0, 1.0):
+        order = QueueOrder(T0, aging_per_minute=aging, max_gpus=2)
+        assert [job.id for job in await store.next_queued(3, order)] == [narrow.id]
+    assert len(await store.next_queued(3)) == 3
+    assert wide[0].id == (await store.next_queued(1))[0].id
+
+
 async def test_claim_starts_a_queued_job_once(store: JobStore) -> None:
     job = await add(store)
     later = T0 + timedelta(seconds=3)
@@ -363,6 +397,18 @@ async def test_recover_requeues_or_fails_interrupted_jobs(store: JobStore) -> No
     assert await store.get(first.id) == first
     assert (await store.get(done.id)).state is JobState.SUCCEEDED
     assert await store.recover(crash) == []
+
+
+async def test_recover_gives_drained_jobs_their_attempt_back(store: JobStore) -> None:
+    drained = await running(store, max_attempts=1)
+    crashed = await running(store, max_attempts=1)
+
+    changed = await store.recover(T0, drained=frozenset({drained.id}))
+
+    by_id = {job.id: job for job in changed}
+    assert (by_id[drained.id].state, by_id[drained.id].attempt) == (JobState.QUEUED, 0)
+    assert by_id[crashed.id].state is JobState.FAILED
+    assert await store.get(drained.id) == by_id[drained.id]
 
 
 async def test_recent_durations_newest_first(store: JobStore) -> None:

@@ -20,6 +20,9 @@ class Lane:
     jobs: set[str] = field(default_factory=set)
     healthy: bool = True
     """False while its GPU reports a fatal state: no new job starts here."""
+    wedged: bool = False
+    """A run's thread here ignored a stop (threads cannot be killed): no new job starts here
+    until the server restarts."""
     semaphore: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -37,7 +40,11 @@ class Lane:
 
     @property
     def has_free_slot(self) -> bool:
-        return self.healthy and not self.semaphore.locked()
+        return self.takes_work and not self.semaphore.locked()
+
+    @property
+    def takes_work(self) -> bool:
+        return self.healthy and not self.wedged
 
 
 class Lanes:
@@ -60,7 +67,7 @@ class Lanes:
 
     @property
     def healthy_count(self) -> int:
-        return sum(lane.healthy for lane in self._lanes)
+        return sum(lane.takes_work for lane in self._lanes)
 
     @property
     def total_slots(self) -> int:
@@ -68,7 +75,7 @@ class Lanes:
 
     @property
     def free_slots(self) -> int:
-        return sum(lane.slots - lane.busy for lane in self._lanes if lane.healthy)
+        return sum(lane.slots - lane.busy for lane in self._lanes if lane.takes_work)
 
     async def try_admit(
         self, job_id: str, count: int, reserved: Collection[str] = ()
@@ -90,7 +97,7 @@ class Lanes:
         """The lanes a job that cannot start yet keeps from the jobs behind it, so a multi-lane
         job is not starved by a stream of smaller ones: free lanes first, then the least busy."""
         open_lanes = sorted(
-            (lane for lane in self._lanes if lane.id not in reserved and lane.healthy),
+            (lane for lane in self._lanes if lane.id not in reserved and lane.takes_work),
             key=lambda lane: (not lane.has_free_slot, lane.busy, lane.index),
         )
         return {lane.id for lane in open_lanes[:count]}

@@ -35,6 +35,7 @@ from yolo_orch.lock import InstanceLock
 from yolo_orch.logs import install_job_logs, remove_job_logs
 from yolo_orch.metrics import Metrics
 from yolo_orch.registry import ModelRegistry
+from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
 from yolo_orch.service import JobService
@@ -144,6 +145,12 @@ async def _start(
         ThreadExecutor(runtime, lanes.total_slots),
         files,
         on_run_end=metrics.job_finished,
+        limits=RunLimits(
+            timeout_s={str(kind): s for kind, s in settings.timeout_s.items()},
+            stall_after_s=settings.stall_after_s,
+            wedge_grace_s=settings.wedge_grace_s,
+        ),
+        priority_aging_per_minute=settings.priority_aging_per_minute,
     )
     service = JobService(
         store,

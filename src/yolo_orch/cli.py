@@ -54,6 +54,9 @@ log = logging.getLogger("yolo_orch")
 
 EXIT_CUDA_FATAL = 75
 """`serve`'s exit status after a sticky CUDA error: systemd restarts it (Restart=on-failure)."""
+EXIT_WEDGED = 76
+"""`serve`'s exit status once a job's thread ignored a stop and the other jobs ended: its lanes
+come back only with a new process, so systemd restarts it."""
 
 
 class DrainingServer(uvicorn.Server):
@@ -83,6 +86,7 @@ class DrainingServer(uvicorn.Server):
 
         self._notifier = Notifier.from_environ(service_manager_environment())
         self._fatal_watch: asyncio.Task[None] | None = None
+        self._wedged_watch: asyncio.Task[None] | None = None
         self.exit_code = 0
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
@@ -100,12 +104,20 @@ class DrainingServer(uvicorn.Server):
         if self.started:
             self._notifier.ready(f"serving on {self._settings.host}:{self._settings.port}")
             self._fatal_watch = asyncio.create_task(self._exit_when_poisoned())
+            self._wedged_watch = asyncio.create_task(self._exit_when_wedged())
 
     async def _exit_when_poisoned(self) -> None:
         services: Services = self._app.state.services
         await services.dispatcher.fatal.wait()
         self.exit_code = EXIT_CUDA_FATAL
         self._notifier.stopping("a fatal CUDA error: restarting")
+        self.should_exit = True
+
+    async def _exit_when_wedged(self) -> None:
+        services: Services = self._app.state.services
+        await services.dispatcher.wedged.wait()
+        self.exit_code = EXIT_WEDGED
+        self._notifier.stopping("a job's thread is wedged: restarting")
         self.should_exit = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:

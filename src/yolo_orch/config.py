@@ -22,6 +22,7 @@ from pydantic_settings import (
 
 from yolo_orch.class_names import DEFAULT_MAX_CLASS_NAMES, DEFAULT_MAX_CLASS_NAMES_BYTES
 from yolo_orch.images import DEFAULT_MAX_IMAGE_PIXELS
+from yolo_orch.params.common import MAX_TIMEOUT_S
 from yolo_orch.resultfile import DEFAULT_MAX_RESULT_BYTES
 
 CONFIG_ENV_VAR = "YOLO_ORCH_CONFIG"
@@ -42,6 +43,15 @@ class Token(BaseModel):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the token, in hex.")
     scope: Scope = Scope.JOBS
     name: str = Field(default="", description="Whose token this is, for people reading the file.")
+
+
+KindName = Literal["inference", "training", "validation", "export"]
+_DEFAULT_TIMEOUTS_S: dict[KindName, float] = {
+    "inference": 3600,
+    "training": 0,  # a training run may take days: no limit unless a job sets one
+    "validation": 3600,
+    "export": 0,  # a TensorRT engine build can take long without a progress report
+}
 
 
 class Settings(BaseSettings):
@@ -78,6 +88,28 @@ class Settings(BaseSettings):
     )
     shutdown_grace_s: float = Field(
         default=30.0, ge=0, description="Time running jobs get to finish on SIGTERM."
+    )
+    timeout_s: dict[KindName, float] = Field(
+        default_factory=lambda: dict(_DEFAULT_TIMEOUTS_S),
+        description="Each kind's time limit in seconds when a job's `params.timeout_s` sets "
+        "none; 0 or absent: none. A job past it fails `timeout`.",
+    )
+    stall_after_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="A running job whose progress has not moved this long fails `stalled`; 0: off.",
+    )
+    wedge_grace_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Time a stopped job's thread gets to return before its lanes are wedged and "
+        "the server restarts (exit 76) once the other jobs end.",
+    )
+    priority_aging_per_minute: float = Field(
+        default=1.0,
+        ge=0,
+        le=1000,
+        description="Priority a queued job gains per minute waited, so none waits forever; 0: off.",
     )
     data_roots: list[Path] = Field(
         default_factory=list, description="Folders whose files jobs may read (images, datasets)."
@@ -191,6 +223,12 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         default="text", description="json: one JSON object per line, with the job id."
     )
+
+    @model_validator(mode="after")
+    def _check_timeouts(self) -> Settings:
+        if any(not 0 <= seconds <= MAX_TIMEOUT_S for seconds in self.timeout_s.values()):
+            raise ValueError(f"timeout_s values must be 0..{MAX_TIMEOUT_S} seconds")
+        return self
 
     @model_validator(mode="after")
     def _check_lanes(self) -> Settings:

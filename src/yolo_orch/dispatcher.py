@@ -15,11 +15,12 @@ import anyio.to_thread
 
 from yolo_orch.admission import Lane, Lanes
 from yolo_orch.clock import utcnow
-from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress
+from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress, QueueOrder
 from yolo_orch.errors import JobAlreadyFinished, JobCancelled, YoloOrchError
 from yolo_orch.executor import Executor
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
+from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import RunContext
 from yolo_orch.store.base import JobStore
 
@@ -33,6 +34,14 @@ class _Run:
     task: asyncio.Task[None] | None = None
     progress: Progress | None = None
     progress_writer: asyncio.Task[None] | None = None
+    lanes: tuple[Lane, ...] = ()
+    timeout_s: float = 0.0
+    started: float = 0.0
+    moved: float = 0.0
+    """Loop time of the last progress that changed anything (or of the start)."""
+    stopped_by: JobError | None = None
+    """Why the watchdog told the run to stop: its outcome is this failure, whatever it returns."""
+    stopped_at: float = 0.0
 
 
 class Dispatcher:
@@ -45,6 +54,8 @@ class Dispatcher:
         *,
         progress_interval_s: float = 0.25,
         retry_delay_s: float = 1.0,
+        limits: RunLimits | None = None,
+        priority_aging_per_minute: float = 0.0,
         on_run_end: Callable[[Job, Outcome, float], None] | None = None,
     ) -> None:
         self._store = store
@@ -54,6 +65,8 @@ class Dispatcher:
         self._progress_interval_s = progress_interval_s
         self._retry_delay_s = retry_delay_s
         self._on_run_end = on_run_end
+        self._limits = limits or RunLimits()
+        self._aging_per_minute = priority_aging_per_minute
         self._wakeup = asyncio.Event()
         self._runs: dict[str, _Run] = {}
         self._stopping = False
@@ -67,6 +80,10 @@ class Dispatcher:
         self.fatal = asyncio.Event()
         """Set once a sticky CUDA error has poisoned this process: the server must exit (and
         systemd restart it) for CUDA to work again."""
+        self.wedged = asyncio.Event()
+        """Set once a run's thread ignored a stop past the grace period and every other run has
+        ended: the server must exit (and systemd restart it) to get its lanes back."""
+        self._wedged_runs = 0
 
     @property
     def running_jobs(self) -> list[str]:
@@ -74,8 +91,9 @@ class Dispatcher:
 
     async def recover(self) -> list[Job]:
         """Settle the jobs a previous process left RUNNING; call before `run`."""
-        changed = await self._store.recover(utcnow())
+        # Read before the recovery: a drained job gets its attempt back.
         drained = await anyio.to_thread.run_sync(self._files.take_abandoned)
+        changed = await self._store.recover(utcnow(), frozenset(drained))
         for job in changed:
             log.warning("recovered job %s after a stop: now %s", job.id, job.state)
         self._suspects = {
@@ -92,7 +110,15 @@ class Dispatcher:
             run.cancel.set()
 
     async def run(self) -> None:
-        """Admit jobs whenever something changes, until `drain` is called."""
+        """Admit jobs whenever something changes, until `drain` is called; meanwhile watch the
+        running jobs' time limits and progress."""
+        watchdog = asyncio.create_task(self._watch(), name="job-watchdog")
+        try:
+            await self._admit_until_stopped()
+        finally:
+            watchdog.cancel()
+
+    async def _admit_until_stopped(self) -> None:
         while not self._stopping:
             self._wakeup.clear()
             try:
@@ -129,19 +155,20 @@ class Dispatcher:
 
     async def _admit_waiting(self) -> None:
         started = True
-        while started and not self._stopping and self._lanes.free_slots > 0:
+        while started and not self._stopping and not self._wedged_runs and self._lanes.free_slots:
             started = False
             window = 2 * self._lanes.total_slots + len(self._lanes)
             reserved: set[str] = set()
-            for job in await self._store.next_queued(window):
+            # Jobs needing more lanes than can take work are not even read: they would fill
+            # the window and hide the runnable jobs behind them.
+            order = QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
+            for job in await self._store.next_queued(window, order):
                 if self._stopping or self._suspects & self._runs.keys():
                     return
                 if len(reserved) == len(self._lanes) or self._lanes.free_slots == 0:
                     return
                 if job.id in self._suspects and self._runs:
                     return  # it waits for the lanes to empty, and nothing behind it starts
-                if job.gpus > self._lanes.healthy_count:
-                    continue  # it waits for its GPUs to recover, without holding the others
                 lanes = await self._lanes.try_admit(job.id, job.gpus, reserved)
                 if lanes is None:
                     reserved |= self._lanes.lanes_to_hold(job.gpus, reserved)
@@ -159,6 +186,9 @@ class Dispatcher:
         if claimed is None:  # cancelled while we admitted it
             self._forget(run, lanes)
             return False
+        run.lanes = lanes
+        run.timeout_s = self._limits.timeout_for(claimed)
+        run.started = run.moved = asyncio.get_running_loop().time()
         run.task = asyncio.create_task(self._run_job(claimed, lanes, run), name=f"job {job.id}")
         return True
 
@@ -207,6 +237,52 @@ class Dispatcher:
                 run.progress_writer.cancel()
             self._forget(run, lanes)
 
+    async def _watch(self) -> None:
+        """The watchdog: a job past its time limit, or whose progress stands still, is told to
+        stop as a cancel would; one whose thread ignores that past the grace period is failed
+        here and its lanes wedged."""
+        while True:
+            await asyncio.sleep(self._limits.check_interval_s)
+            try:
+                await self._check_runs(asyncio.get_running_loop().time())
+            except Exception:  # the store failed to record a wedged job: the next round retries
+                log.exception("the watchdog's round failed")
+
+    async def _check_runs(self, now: float) -> None:
+        for run in list(self._runs.values()):
+            if run.task is None or run.task.done() or run.task.cancelling():
+                continue  # not started yet, ended, or abandoned
+            if run.stopped_by is None:
+                breach = self._limits.breach(run.timeout_s, now - run.started, now - run.moved)
+                if breach is not None:
+                    log.warning("job %s: %s; stopping it", run.job_id, breach.message)
+                    run.stopped_by, run.stopped_at = breach, now
+                    run.cancel.set()
+            elif now - run.stopped_at >= self._limits.wedge_grace_s:
+                await self._wedge(run, run.stopped_by, run.task)
+        if self._wedged_runs and not self._runs:
+            self.wedged.set()
+
+    async def _wedge(self, run: _Run, error: JobError, task: asyncio.Task[None]) -> None:
+        """Record the run's failure, abandon its thread (it cannot be killed), keep its lanes
+        out of admission and admit nothing more: once the other runs end, the server exits."""
+        with contextlib.suppress(JobAlreadyFinished):
+            outcome = Outcome(JobState.FAILED, error, progress=run.progress)
+            await self._store.finish(run.job_id, outcome, utcnow())
+        lanes = ", ".join(lane.id for lane in run.lanes)
+        log.critical(
+            "job %s did not stop within %gs: lanes %s are wedged; the server restarts once "
+            "the other jobs end",
+            run.job_id,
+            self._limits.wedge_grace_s,
+            lanes,
+        )
+        for lane in run.lanes:
+            lane.wedged = True
+        self._wedged_runs += 1
+        self.wake()
+        task.cancel()  # abandons the thread; its outcome, recorded here, stays
+
     async def _poisoned(self, culprit: str, error: JobError) -> None:
         """Admit nothing more, fail the other jobs running in this CUDA context, and say the
         process must end; queued jobs wait for the next start."""
@@ -248,18 +324,24 @@ class Dispatcher:
             result = await self._executor.run(ctx)
             await anyio.to_thread.run_sync(self._files.write_result, ctx.job.id, result.detail)
         except JobCancelled:
-            return Outcome(JobState.CANCELLED, progress=self._runs[ctx.job.id].progress)
+            run = self._runs[ctx.job.id]
+            if run.stopped_by is not None:
+                return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
+            return Outcome(JobState.CANCELLED, progress=run.progress)
         except Exception as exc:
-            error = failure_of(exc)
+            error = self._runs[ctx.job.id].stopped_by or failure_of(exc)
             log.warning("job %s failed: %s: %s", ctx.job.id, error.code, error.message)
             return Outcome(JobState.FAILED, error=error, progress=self._runs[ctx.job.id].progress)
-        return Outcome(
-            JobState.SUCCEEDED, result=result.summary, progress=self._runs[ctx.job.id].progress
-        )
+        run = self._runs[ctx.job.id]
+        if run.stopped_by is not None:  # it ignored the stop, but not for long
+            return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
+        return Outcome(JobState.SUCCEEDED, result=result.summary, progress=run.progress)
 
     def _note_progress(self, run: _Run, progress: Progress) -> None:
         if self._runs.get(run.job_id) is not run:
             return  # reported after the run ended (or was abandoned)
+        if progress != run.progress:
+            run.moved = asyncio.get_running_loop().time()
         run.progress = progress
         if run.progress_writer is None or run.progress_writer.done():
             run.progress_writer = asyncio.create_task(self._write_progress(run))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -60,6 +61,10 @@ class ErrorCode(enum.StrEnum):
     """A sticky CUDA error poisoned the process's CUDA context: the server restarts."""
     RUNTIME_ERROR = "runtime_error"
     INTERRUPTED = "interrupted"
+    TIMEOUT = "timeout"
+    """The job ran past its `params.timeout_s` (or its kind's default) and was cancelled."""
+    STALLED = "stalled"
+    """The job's progress did not move for `stall_after_s` and it was cancelled."""
 
 
 @dataclass(frozen=True)
@@ -201,16 +206,41 @@ def model_name_from_file(file_name: str) -> str:
     return name or "model"
 
 
-def after_interruption(job: Job) -> tuple[JobState, JobError | None]:
+def after_interruption(job: Job, *, drained: bool = False) -> tuple[JobState, JobError | None]:
     """Where a job found RUNNING after a stop goes: cancelled if that was asked, requeued while
     it has attempts left, else failed as `interrupted` (so a job that crashes the server every
-    time cannot loop forever)."""
+    time cannot loop forever). A job a graceful drain left running (a deploy) crashed nothing:
+    it is always requeued, and the store gives its attempt back."""
     if job.cancel_requested:
         return JobState.CANCELLED, None
-    if job.attempt < job.max_attempts:
+    if drained or job.attempt < job.max_attempts:
         return JobState.QUEUED, None
     message = f"the server stopped during each of its {job.attempt} attempts"
     return JobState.FAILED, JobError(ErrorCode.INTERRUPTED, message)
+
+
+@dataclass(frozen=True)
+class QueueOrder:
+    """How the dispatcher reads the queue: by effective priority (the job's priority plus
+    `aging_per_minute` for each minute it has waited, rounded down, so no job waits forever),
+    then submission order; only jobs that need at most `max_gpus` lanes, so jobs that cannot
+    run now never hide the ones behind them."""
+
+    now: datetime
+    aging_per_minute: float = 0.0
+    max_gpus: int | None = None
+
+    def effective_priority(self, priority: int, created_at: datetime) -> int:
+        waited_min = max(0.0, (self.now - created_at).total_seconds() / 60)
+        return priority + math.floor(self.aging_per_minute * waited_min)
+
+    def admits(self, job: Job) -> bool:
+        return self.max_gpus is None or job.gpus <= self.max_gpus
+
+    def sort(self, jobs: list[Job]) -> list[Job]:
+        return sorted(
+            jobs, key=lambda job: (-self.effective_priority(job.priority, job.created_at), job.seq)
+        )
 
 
 @dataclass(frozen=True)

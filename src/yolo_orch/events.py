@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict, defaultdict
 from datetime import datetime
 
-from yolo_orch.domain import Job, JobFilter, JobKind, NewJob, Outcome, Page, Progress
+from yolo_orch.domain import Job, JobFilter, JobKind, NewJob, Outcome, Page, Progress, QueueOrder
 from yolo_orch.store.base import JobStore
 
 
@@ -70,8 +70,8 @@ class PublishingJobStore(JobStore):
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
         return await self._inner.list_jobs(where, limit=limit, before_seq=before_seq)
 
-    async def next_queued(self, limit: int) -> list[Job]:
-        return await self._inner.next_queued(limit)
+    async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
+        return await self._inner.next_queued(limit, order)
 
     async def count_queued(self, kind: JobKind | None = None) -> int:
         return await self._inner.count_queued(kind)
@@ -99,8 +99,8 @@ class PublishingJobStore(JobStore):
         self._events.publish(job.id)
         return job
 
-    async def recover(self, now: datetime) -> list[Job]:
-        jobs = await self._inner.recover(now)
+    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
+        jobs = await self._inner.recover(now, drained)
         for job in jobs:
             self._events.publish(job.id)
         return jobs

@@ -22,6 +22,11 @@ class LanePublic(BaseModel):
     jobs: list[str] = Field(description="Ids of the jobs running on this lane.")
     models: list[str] = Field(description="Names of the models loaded on this lane.")
     healthy: bool = Field(description="False while its GPU reports a fatal state.")
+    wedged: bool = Field(
+        default=False,
+        description="True once a job's thread here ignored a stop: no job starts here until "
+        "the server restarts.",
+    )
     memory_used_bytes: int | None = Field(default=None, description="From NVML; null without.")
     memory_total_bytes: int | None = None
     utilization_percent: int | None = None
@@ -50,6 +55,7 @@ async def list_devices(services: ServicesDep) -> DeviceList:
                     names.get(sha, sha[:12]) for sha in services.runtime.cached_models(lane.id)
                 ],
                 healthy=lane.healthy,
+                wedged=lane.wedged,
                 **(dataclasses.asdict(reading) if reading else {}),
             )
         )

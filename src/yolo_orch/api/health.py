@@ -34,7 +34,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
         writable = True
     except Exception:
         writable = False
-    healthy = [lane.healthy for lane in services.lanes]
+    healthy = [lane.takes_work for lane in services.lanes]  # neither unhealthy nor wedged
     checks = {
         "database_writable": writable,
         "migrations_at_head": await anyio.to_thread.run_sync(services.migrations_at_head),

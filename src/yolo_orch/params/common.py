@@ -1,5 +1,5 @@
-"""What every kind's parameters share: strictness, the simulated runtime's knobs, and the one way
-a runner reads a job's stored params."""
+"""What every kind's parameters share: strictness, the time limit, the simulated runtime's knobs,
+and the one way a runner reads a job's stored params."""
 
 from __future__ import annotations
 
@@ -31,7 +31,22 @@ class StrictParams(BaseModel):
             raise InvalidJobInput(problems) from None
 
 
-class SimulatedParams(StrictParams):
+MAX_TIMEOUT_S = 30 * 24 * 3600
+
+
+class JobParams(StrictParams):
+    """What every kind's params hold."""
+
+    timeout_s: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TIMEOUT_S,
+        description="Seconds the job may run before it is stopped and fails `timeout`; 0: no "
+        "limit; unset: the server's `timeout_s` for its kind.",
+    )
+
+
+class SimulatedParams(JobParams):
     """The `sim_*` params are honoured by the simulated runtime only: with any model but `sim`
     they are refused (422 `invalid_request`: "apply to model 'sim' only")."""
 

@@ -15,6 +15,7 @@ from yolo_orch.domain import (
     Outcome,
     Page,
     Progress,
+    QueueOrder,
 )
 from yolo_orch.variants import NewVariant, Variant
 
@@ -48,8 +49,10 @@ class JobStore(ABC):
         """Newest first. `before_seq` is the cursor returned as `Page.next_cursor`."""
 
     @abstractmethod
-    async def next_queued(self, limit: int) -> list[Job]:
-        """Queued jobs in start order: highest priority first, then submission order."""
+    async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
+        """Queued jobs in start order: highest priority first, then submission order; with
+        `order`, by its effective priority and only the jobs it admits. Must stay an index
+        read: the dispatcher asks on every admission pass, whatever the history."""
 
     @abstractmethod
     async def count_queued(self, kind: JobKind | None = None) -> int:
@@ -78,9 +81,10 @@ class JobStore(ABC):
         `JobAlreadyFinished`."""
 
     @abstractmethod
-    async def recover(self, now: datetime) -> list[Job]:
+    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
         """After a stop: settle every RUNNING job as `domain.after_interruption` says (requeued
-        ones lose their devices, progress and start time). Returns the jobs it changed."""
+        ones lose their devices, progress and start time; those in `drained`, left running by
+        a graceful drain, also get their attempt back). Returns the jobs it changed."""
 
     @abstractmethod
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:

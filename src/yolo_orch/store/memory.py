@@ -24,6 +24,7 @@ from yolo_orch.domain import (
     Outcome,
     Page,
     Progress,
+    QueueOrder,
     after_interruption,
 )
 from yolo_orch.errors import (
@@ -126,8 +127,10 @@ class InMemoryJobStore(JobStore):
         more = len(matching) > limit
         return Page(jobs=page, next_cursor=page[-1].seq if more and page else None)
 
-    async def next_queued(self, limit: int) -> list[Job]:
+    async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
         queued = [job for job in self._jobs.values() if job.state is JobState.QUEUED]
+        if order is not None:
+            return order.sort([job for job in queued if order.admits(job)])[:limit]
         queued.sort(key=lambda job: (-job.priority, job.seq))
         return queued[:limit]
 
@@ -184,14 +187,18 @@ class InMemoryJobStore(JobStore):
             )
         return self._put(replace(job, cancel_requested=True))
 
-    async def recover(self, now: datetime) -> list[Job]:
+    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
         changed = []
         for job in self.jobs:
             if job.state is not JobState.RUNNING:
                 continue
-            state, error = after_interruption(job)
+            was_drained = job.id in drained
+            state, error = after_interruption(job, drained=was_drained)
             if state is JobState.QUEUED:
-                job = replace(job, state=state, devices=(), progress=None, started_at=None)
+                attempt = job.attempt - 1 if was_drained else job.attempt
+                job = replace(
+                    job, state=state, attempt=attempt, devices=(), progress=None, started_at=None
+                )
             else:
                 job = replace(job, state=state, error=error, finished_at=now)
             changed.append(self._put(job))

@@ -47,12 +47,14 @@ from typing import Any, Generic, TypeVar, cast
 from sqlalchemy import (
     ColumnElement,
     Insert,
+    Integer,
     Select,
     bindparam,
     event,
     func,
     or_,
     select,
+    text,
     union_all,
     update,
 )
@@ -70,6 +72,7 @@ from yolo_orch.domain import (
     Outcome,
     Page,
     Progress,
+    QueueOrder,
     after_interruption,
 )
 from yolo_orch.errors import (
@@ -86,6 +89,7 @@ from yolo_orch.store.tables import (
     JOBS,
     MODELS,
     NEW_JOB_COLUMNS,
+    UTCDateTime,
     error_values,
     job_from_row,
     new_job_values,
@@ -312,10 +316,14 @@ class SQLiteJobStore(JobStore):
         more = len(jobs) > limit
         return Page(jobs=page, next_cursor=page[-1].seq if more and page else None)
 
-    async def next_queued(self, limit: int) -> list[Job]:
-        # Served in order by the index (state, priority DESC, seq): no sort.
-        stmt = select(JOBS).where(_QUEUED).order_by(JOBS.c.priority.desc(), JOBS.c.seq)
-        return await self._db.read(functools.partial(_jobs, stmt.limit(limit)))
+    async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
+        if order is None or order.aging_per_minute == 0:
+            # Served in order by the index (state, priority DESC, seq): no sort.
+            stmt = select(JOBS).where(_QUEUED).order_by(JOBS.c.priority.desc(), JOBS.c.seq)
+            if order is not None and order.max_gpus is not None:
+                stmt = stmt.where(JOBS.c.gpus <= order.max_gpus)
+            return await self._db.read(functools.partial(_jobs, stmt.limit(limit)))
+        return await self._db.read(functools.partial(_aged_queue_head, limit, order))
 
     async def count_queued(self, kind: JobKind | None = None) -> int:
         stmt = _COUNT_QUEUED
@@ -341,8 +349,8 @@ class SQLiteJobStore(JobStore):
     async def cancel(self, job_id: str, now: datetime) -> Job:
         return await self._db.write(functools.partial(_cancel, job_id, now))
 
-    async def recover(self, now: datetime) -> list[Job]:
-        return await self._db.write(functools.partial(_recover, now))
+    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
+        return await self._db.write(functools.partial(_recover, now, drained))
 
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         stmt = select(JOBS.c.started_at, JOBS.c.finished_at).where(
@@ -519,16 +527,53 @@ def _cancel(job_id: str, now: datetime, conn: Connection) -> Job:
     return job
 
 
-def _recover(now: datetime, conn: Connection) -> list[Job]:
+def _aged_queue_head(limit: int, order: QueueOrder, conn: Connection) -> list[Job]:
+    """The first `limit` jobs by effective priority. Within one priority the oldest job has
+    aged the most, so the answer lies among the first `limit` of each priority: one statement
+    seeks each priority queued (at most 201, `priority` is -100..100) and reads its head from
+    the index (state, priority DESC, seq), whatever the queue's or the history's size; only
+    the winners' full rows are read. Sorting the queue by a computed priority in SQL would
+    read every queued row."""
+    max_gpus = order.max_gpus if order.max_gpus is not None else 2**31
+    heads = conn.execute(_AGED_HEADS, {"limit": limit, "max_gpus": max_gpus}).all()
+    ranked = sorted(
+        heads, key=lambda h: (-order.effective_priority(h.priority, h.created_at), h.seq)
+    )
+    winners = [head.seq for head in ranked[:limit]]
+    return order.sort(_jobs(select(JOBS).where(JOBS.c.seq.in_(winners)), conn))
+
+
+_AGED_HEADS = text(
+    """
+    WITH RECURSIVE priorities(p) AS (
+        SELECT max(priority) FROM jobs WHERE state = 'queued'
+        UNION ALL
+        SELECT (SELECT max(priority) FROM jobs WHERE state = 'queued' AND priority < p)
+        FROM priorities WHERE p IS NOT NULL
+    )
+    SELECT head.seq, head.priority, head.created_at
+    FROM priorities JOIN jobs AS head ON head.seq IN (
+        SELECT seq FROM jobs
+        WHERE state = 'queued' AND priority = priorities.p AND gpus <= :max_gpus
+        ORDER BY seq LIMIT :limit
+    )
+    """
+).columns(seq=Integer, priority=Integer, created_at=UTCDateTime())
+
+
+def _recover(now: datetime, drained: frozenset[str], conn: Connection) -> list[Job]:
     # Sorted here, not by SQL: with `ORDER BY seq`, SQLite may walk every job in seq order
     # rather than seek the few running ones (it does once `ANALYZE` has seen a long history).
     running = [job_from_row(row) for row in conn.execute(select(JOBS).where(_RUNNING)).mappings()]
     changed = []
     for job in sorted(running, key=lambda job: job.seq):
-        state, error = after_interruption(job)
+        was_drained = job.id in drained
+        state, error = after_interruption(job, drained=was_drained)
         values: dict[str, Any] = {"state": str(state)}
         if state is JobState.QUEUED:
             values.update(devices=[], progress=None, started_at=None)
+            if was_drained:
+                values.update(attempt=job.attempt - 1)
         else:
             values.update(error_values(error), finished_at=now)
         updated = _update_job(conn, job.id, **values)
