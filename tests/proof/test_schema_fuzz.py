@@ -90,6 +90,7 @@ DOCUMENTED_REFUSALS = {
     ("POST /v1/jobs", "invalid_request"): "model `sim` only (422 with any other)",
     ("POST /v1/jobs/inference", "invalid_request"): "model `sim` only (422 with any other)",
     ("POST /v1/models", "no_model_roots"): "`no_model_roots` otherwise",
+    ("POST /v1/models", "path_outside_roots"): "is refused (422 `path_outside_roots`)",
 }
 """(operation, problem code) -> the words of the OpenAPI document that say why."""
 

@@ -37,7 +37,10 @@ class ModelImportFromPath(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str = Field(
-        min_length=1, max_length=4096, description="A .pt file, relative to a model root."
+        min_length=1,
+        max_length=4096,
+        description="A .pt file, relative to a model root: an absolute path, `..` or a NUL byte "
+        "is refused (422 `path_outside_roots`).",
     )
     name: ModelName | None = Field(default=None, description=DERIVED_NAME)
 
