@@ -60,6 +60,8 @@ class ErrorCode(enum.StrEnum):
     """A sticky CUDA error poisoned the process's CUDA context: the server restarts."""
     RUNTIME_ERROR = "runtime_error"
     INTERRUPTED = "interrupted"
+    DISK_FULL = "disk_full"
+    """A write failed for want of space (ENOSPC); the server goes on serving."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from yolo_orch.api.deps import JobServiceDep, Services, ServicesDep
+from yolo_orch.api.auth import admin_scope
+from yolo_orch.api.deps import DiskSpace, JobServiceDep, Services, ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.results import JobResultDetail
 from yolo_orch.api.schemas import (
@@ -52,7 +53,8 @@ IdempotencyKey = Annotated[
     response_model=JobPublic,
     summary="Submit a job",
     description="Answers once the job is committed to the database. Poll `Location` for its state.",
-    responses=problem_responses(404, 422, 429, 503),
+    responses=problem_responses(404, 422, 429, 503, 507),
+    dependencies=[DiskSpace],
 )
 async def submit_job(
     body: Annotated[JobCreate, Body()],
@@ -133,8 +135,9 @@ class _UploadFields(BaseModel):
     "processed. At most `max_files_per_job` images; more parts are refused before they are "
     "read. An image whose header says it has more than `max_image_pixels` pixels is refused "
     "(422 `image_too_large`) before anything decodes it.",
-    responses=problem_responses(404, 413, 422, 429, 503),
+    responses=problem_responses(404, 413, 422, 429, 503, 507),
     openapi_extra=_UPLOAD_BODY,
+    dependencies=[DiskSpace],
 )
 async def submit_inference_upload(
     request: Request,
@@ -251,6 +254,21 @@ async def cancel_job(job_id: JobId, jobs: JobServiceDep, response: Response) -> 
     if not job.state.is_terminal:
         response.status_code = status.HTTP_202_ACCEPTED
     return JobPublic.of(job)
+
+
+@router.delete(
+    "/{job_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a finished job",
+    description="Forgets a finished job's record and removes its files (inputs, results, "
+    "artifacts, logs). Refused (409 `job_active`) while it is queued or running: cancel it "
+    "first. A model it produced stays in the registry. Needs the `admin` scope.",
+    responses=problem_responses(404, 409),
+    dependencies=[admin_scope],
+)
+async def delete_job(job_id: JobId, services: ServicesDep) -> Response:
+    await services.retention.delete(job_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 RESULT_PAGE_DEFAULT = 100

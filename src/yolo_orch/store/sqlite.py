@@ -49,6 +49,7 @@ from sqlalchemy import (
     Insert,
     Select,
     bindparam,
+    delete,
     event,
     func,
     or_,
@@ -74,6 +75,7 @@ from yolo_orch.domain import (
 )
 from yolo_orch.errors import (
     IdempotencyKeyReused,
+    JobActive,
     JobAlreadyFinished,
     JobNotFound,
     ModelNotFound,
@@ -354,6 +356,14 @@ class SQLiteJobStore(JobStore):
         rows = await self._db.read(lambda conn: conn.execute(stmt).all())
         return [(finished - started).total_seconds() for started, finished in rows]
 
+    async def delete(self, job_id: str) -> Job:
+        return await self._db.write(functools.partial(_delete, job_id))
+
+    async def expire(
+        self, *, finished_before: datetime | None, keep: int | None, limit: int
+    ) -> list[Job]:
+        return await self._db.write(functools.partial(_expire, finished_before, keep, limit))
+
     async def check_writable(self) -> None:
         await self._db.check_writable()
 
@@ -517,6 +527,44 @@ def _cancel(job_id: str, now: datetime, conn: Connection) -> Job:
     job = _update_job(conn, job_id, **values)
     assert job is not None  # the write lock is held: it cannot have gone
     return job
+
+
+def _delete(job_id: str, conn: Connection) -> Job:
+    state = _state_of(conn, job_id)
+    if not state.is_terminal:
+        raise JobActive(job_id, state)
+    row = conn.execute(delete(JOBS).where(JOBS.c.id == job_id).returning(*JOBS.c)).mappings().one()
+    return job_from_row(row)
+
+
+_COUNT_TERMINAL = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
+    JOB_COUNTS.c.state.in_(_TERMINAL)
+)
+
+
+def _expire(
+    finished_before: datetime | None, keep: int | None, limit: int, conn: Connection
+) -> list[Job]:
+    """The oldest finished jobs come first in the index on `finished_at`, and both rules expire
+    a prefix of that order: read `limit` rows from its start and delete the prefix that is due.
+    The number of finished jobs comes from the counts the triggers keep, not a count."""
+    excess = 0 if keep is None else max(0, conn.execute(_COUNT_TERMINAL).scalar_one() - keep)
+    oldest = conn.execute(
+        select(JOBS.c.seq, JOBS.c.finished_at)
+        .where(JOBS.c.finished_at.is_not(None), JOBS.c.state.in_(_TERMINAL))
+        .order_by(JOBS.c.finished_at, JOBS.c.seq)
+        .limit(limit)
+    ).all()
+    due = [
+        seq
+        for index, (seq, finished_at) in enumerate(oldest)
+        if index < excess or (finished_before is not None and finished_at < finished_before)
+    ]
+    if not due:
+        return []
+    rows = conn.execute(delete(JOBS).where(JOBS.c.seq.in_(due)).returning(*JOBS.c)).mappings()
+    by_seq = {job.seq: job for job in map(job_from_row, rows)}
+    return [by_seq[seq] for seq in due]
 
 
 def _recover(now: datetime, conn: Connection) -> list[Job]:
