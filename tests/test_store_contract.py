@@ -363,6 +363,16 @@ async def test_delete_forgets_a_finished_job_and_refuses_an_active_one(store: Jo
     assert again.id != done.id
 
 
+async def test_unknown_names_the_ids_of_no_job(store: JobStore) -> None:
+    queued = await add(store)
+    done = await finished(store, T0)
+
+    assert await store.unknown([queued.id, done.id, "gone", "never"]) == {"gone", "never"}
+    await store.delete(done.id)
+    assert await store.unknown([queued.id, done.id]) == {done.id}
+    assert await store.unknown([]) == set()
+
+
 async def test_expire_by_age_oldest_first_in_batches(store: JobStore) -> None:
     old = [await finished(store, T0 + timedelta(hours=hour)) for hour in (2, 0, 1)]
     recent = await finished(store, T0 + timedelta(days=3))

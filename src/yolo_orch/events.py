@@ -121,5 +121,8 @@ class PublishingJobStore(JobStore):
             self._events.publish(job.id)
         return jobs
 
+    async def unknown(self, job_ids: list[str]) -> set[str]:
+        return await self._inner.unknown(job_ids)
+
     async def check_writable(self) -> None:
         await self._inner.check_writable()

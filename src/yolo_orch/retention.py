@@ -25,7 +25,6 @@ import anyio.to_thread
 
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import Job
-from yolo_orch.errors import JobNotFound
 from yolo_orch.jobfiles import JobFiles, remove_counting
 from yolo_orch.store.base import JobStore
 
@@ -33,6 +32,8 @@ log = logging.getLogger(__name__)
 
 BATCH_JOBS = 100
 """Jobs forgotten per store write."""
+SWEEP_BATCH = 500
+"""Job folders looked up per store read."""
 
 STAGING_PREFIX = ".incoming-"
 """The registry's staging names (a weights file, or a variant's folder) under `models_dir`."""
@@ -112,14 +113,10 @@ class Retention:
         folders = await anyio.to_thread.run_sync(
             _old_job_folders, self._files.root, cutoff, limiter=self._limiter
         )
-        orphans = []
-        for index, job_id in enumerate(folders):
-            try:
-                await self._store.get(job_id)
-            except JobNotFound:
-                orphans.append(job_id)
-            if index % BATCH_JOBS == BATCH_JOBS - 1:
-                await asyncio.sleep(0)  # a long listing is looked up in turns with other work
+        orphans: list[str] = []
+        for start in range(0, len(folders), SWEEP_BATCH):
+            batch = folders[start : start + SWEEP_BATCH]
+            orphans.extend(sorted(await self._store.unknown(batch)))
         freed = await self._remove_folders(orphans)
         self._count("orphaned", 0, freed)
         stale = await anyio.to_thread.run_sync(

@@ -101,6 +101,10 @@ class JobStore(ABC):
         `finished_before` or are beyond the `keep` most recently finished; return them. One
         short write, so that expiring a long history in batches never holds up other writes."""
 
+    @abstractmethod
+    async def unknown(self, job_ids: list[str]) -> set[str]:
+        """Those of `job_ids` that name no job (the sweep's test for an orphaned folder)."""
+
     async def check_writable(self) -> None:  # noqa: B027 - optional hook
         """Raise if a write would fail now (used by readiness)."""
 

@@ -239,6 +239,9 @@ class InMemoryJobStore(JobStore):
         ]
         return [self._forget(job) for job in expired]
 
+    async def unknown(self, job_ids: list[str]) -> set[str]:
+        return {job_id for job_id in job_ids if job_id not in self._jobs}
+
     def _put(self, job: Job) -> Job:
         self._jobs[job.id] = job
         return job

@@ -364,6 +364,11 @@ class SQLiteJobStore(JobStore):
     ) -> list[Job]:
         return await self._db.write(functools.partial(_expire, finished_before, keep, limit))
 
+    async def unknown(self, job_ids: list[str]) -> set[str]:
+        stmt = select(JOBS.c.id).where(JOBS.c.id.in_(job_ids))
+        known = await self._db.read(lambda conn: set(conn.execute(stmt).scalars()))
+        return set(job_ids) - known
+
     async def check_writable(self) -> None:
         await self._db.check_writable()
 
