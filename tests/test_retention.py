@@ -137,7 +137,7 @@ async def test_orphaned_uploads_and_stale_temporary_files_are_swept_at_start(
 async def test_a_known_jobs_folder_is_not_an_orphan(
     settings_factory: Callable[..., Settings],
 ) -> None:
-    settings = settings_factory(orphan_grace_s=0, retention_interval_s=0.05)
+    settings = settings_factory(retention_interval_s=0.05)
     async with serve(create_app(settings)) as client:
         job_id = await _finished(client)
         _aged(settings.jobs_dir / job_id)

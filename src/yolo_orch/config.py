@@ -176,7 +176,7 @@ class Settings(BaseSettings):
     )
     orphan_grace_s: float = Field(
         default=3600.0,
-        ge=0,
+        ge=60,  # under a minute, an atomic write or an upload in progress could be swept
         description="Age an upload folder without a job, or a temporary file, must reach before "
         "the sweep removes it (younger ones may be an upload in progress).",
     )
