@@ -169,6 +169,22 @@ def test_cancel_a_queued_job_and_cancel_again(cli: Any) -> None:
     assert cli("wait", blocker, "--quiet").exit_code == ExitCode.JOB_CANCELLED
 
 
+def test_delete_a_finished_job_and_refuse_an_active_one(cli: Any) -> None:
+    job_id = _submit(cli, "-i", "a.jpg", "-p", "sim_seconds=0.05")
+    assert cli("wait", job_id, "--quiet").exit_code == ExitCode.OK
+
+    result = cli("delete", job_id)
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"deleted job {job_id}"
+    assert cli("status", job_id).exit_code == ExitCode.NOT_FOUND
+    active = _submit(cli, "-i", "a.jpg", "-p", "sim_seconds=20", "-p", "sim_steps=200")
+    refused = cli("delete", active)
+    assert refused.exit_code == ExitCode.USAGE  # 409
+    assert refused.stderr.rstrip().endswith("(job_active)")
+    cli("cancel", active)
+
+
 def test_the_event_stream_follows_a_job_to_its_end_and_resumes(cli: Any, server_url: str) -> None:
     job_id = _submit(cli, "-i", "a.jpg", "-p", "sim_seconds=0.6", "-p", "sim_steps=4")
 

@@ -371,3 +371,18 @@ async def test_a_variant_is_marked_unusable_or_deleted_alone(stores: Stores) -> 
     for missing in (stores.models.mark_variant_unusable, stores.models.delete_variant):
         with pytest.raises(VariantNotFound):
             await missing(variant.id)
+
+
+async def test_deleting_or_expiring_jobs_keeps_their_models(stores: Stores) -> None:
+    model = await register(stores, "detector", "a" * 64)
+    job_ids = [await submit(stores, model) for _ in range(2)]
+    for job_id in job_ids:
+        await stores.jobs.claim(job_id, ("sim:0",), T0)
+        await stores.jobs.finish(job_id, Outcome(JobState.SUCCEEDED), T0)
+
+    await stores.jobs.delete(job_ids[0])
+    await stores.jobs.expire(finished_before=T0 + timedelta(days=1), keep=None, limit=10)
+
+    assert await all_jobs(stores) == 0
+    assert await stores.models.get(model.id) == model
+    assert await submit(stores, model)  # and it still takes jobs

@@ -29,6 +29,7 @@ from yolo_orch.domain import (
 )
 from yolo_orch.errors import (
     IdempotencyKeyReused,
+    JobActive,
     JobAlreadyFinished,
     JobNotFound,
     ModelNotFound,
@@ -369,6 +370,76 @@ async def test_cancel_queued_running_and_finished_jobs(store: JobStore) -> None:
         await store.cancel(queued.id, later)
     with pytest.raises(JobNotFound):
         await store.cancel("no-such-job", later)
+
+
+async def finished(store: JobStore, at: datetime, **changes: Any) -> Job:
+    job = await running(store, at, **changes)
+    return await store.finish(job.id, Outcome(JobState.SUCCEEDED), at)
+
+
+async def test_delete_forgets_a_finished_job_and_refuses_an_active_one(store: JobStore) -> None:
+    queued = await add(store)
+    active = await running(store)
+    done = await finished(store, T0, idempotency_key="k1", request_fingerprint="f")
+
+    assert await store.delete(done.id) == done
+    with pytest.raises(JobNotFound):
+        await store.get(done.id)
+    for job in (queued, active):
+        with pytest.raises(JobActive):
+            await store.delete(job.id)
+        assert (await store.get(job.id)).state is job.state
+    with pytest.raises(JobNotFound):
+        await store.delete(done.id)
+    assert await store.counts() == {("queued", "inference"): 1, ("running", "inference"): 1}
+    # The key is free again: a new request with it makes a new job.
+    again = await add(store, idempotency_key="k1", request_fingerprint="other")
+    assert again.id != done.id
+
+
+async def test_unknown_names_the_ids_of_no_job(store: JobStore) -> None:
+    queued = await add(store)
+    done = await finished(store, T0)
+
+    assert await store.unknown([queued.id, done.id, "gone", "never"]) == {"gone", "never"}
+    await store.delete(done.id)
+    assert await store.unknown([queued.id, done.id]) == {done.id}
+    assert await store.unknown([]) == set()
+
+
+async def test_expire_by_age_oldest_first_in_batches(store: JobStore) -> None:
+    old = [await finished(store, T0 + timedelta(hours=hour)) for hour in (2, 0, 1)]
+    recent = await finished(store, T0 + timedelta(days=3))
+    queued = await add(store, T0 - timedelta(days=9))  # never finished: never expired
+    cutoff = T0 + timedelta(days=1)
+
+    first = await store.expire(finished_before=cutoff, keep=None, limit=2)
+    rest = await store.expire(finished_before=cutoff, keep=None, limit=2)
+
+    assert [job.id for job in first] == [old[1].id, old[2].id]
+    assert [job.id for job in rest] == [old[0].id]
+    assert await store.expire(finished_before=cutoff, keep=None, limit=2) == []
+    page = await store.list_jobs(JobFilter(), limit=10, before_seq=None)
+    assert {job.id for job in page.jobs} == {recent.id, queued.id}
+
+
+async def test_expire_keeps_the_newest_finished_jobs(store: JobStore) -> None:
+    jobs = [await finished(store, T0 + timedelta(minutes=n)) for n in range(5)]
+    await running(store)
+    await add(store)
+
+    expired = await store.expire(finished_before=None, keep=2, limit=100)
+
+    assert [job.id for job in expired] == [job.id for job in jobs[:3]]
+    assert await store.expire(finished_before=None, keep=2, limit=100) == []
+    assert await store.counts() == {
+        ("succeeded", "inference"): 2,
+        ("running", "inference"): 1,
+        ("queued", "inference"): 1,
+    }
+    # Either rule expires a job: age takes the ones `keep` would have kept.
+    both = await store.expire(finished_before=T0 + timedelta(minutes=4), keep=2, limit=100)
+    assert [job.id for job in both] == [jobs[3].id]
 
 
 async def test_recover_requeues_or_fails_interrupted_jobs(store: JobStore) -> None:

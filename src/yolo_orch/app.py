@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -24,7 +25,8 @@ from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
 from yolo_orch.api.protocol import HeadAsGet
 from yolo_orch.class_names import ClassNameLimits
-from yolo_orch.config import MEMORY_DATABASE_URL, Settings
+from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings
+from yolo_orch.diskguard import DiskGuard, FreeSpace, statvfs_free
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents, PublishingJobStore
 from yolo_orch.executor import ThreadExecutor
@@ -35,6 +37,7 @@ from yolo_orch.lock import InstanceLock
 from yolo_orch.logs import install_job_logs, remove_job_logs
 from yolo_orch.metrics import Metrics
 from yolo_orch.registry import ModelRegistry
+from yolo_orch.retention import Retention, RetentionRules
 from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
@@ -55,13 +58,15 @@ def create_app(
     *,
     runtime: Runtime | None = None,
     telemetry: GpuTelemetry | None = None,
+    free_space: FreeSpace = statvfs_free,
 ) -> FastAPI:
-    """`runtime` and `telemetry` replace the ones the settings would make (tests pass fakes)."""
+    """`runtime`, `telemetry` and `free_space` replace the ones the settings would make (tests
+    pass fakes)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            app.state.services = await _start(settings, runtime, telemetry, stack)
+            app.state.services = await _start(settings, runtime, telemetry, free_space, stack)
             yield
 
     app = FastAPI(
@@ -105,6 +110,7 @@ async def _start(
     settings: Settings,
     runtime: Runtime | None,
     telemetry: GpuTelemetry | None,
+    free_space: FreeSpace,
     stack: AsyncExitStack,
 ) -> Services:
     lock = InstanceLock(settings.lock_files)
@@ -175,6 +181,20 @@ async def _start(
     )
     await dispatcher.recover()
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
+    retention = Retention(
+        store,
+        files,
+        settings.models_dir,
+        RetentionRules(
+            settings.retention_days, settings.max_finished_jobs, settings.orphan_grace_s
+        ),
+        limiter=file_limiter,
+        on_removed=metrics.removed,
+    )
+    retention_task = asyncio.create_task(
+        retention.run(settings.retention_interval_s), name="retention"
+    )
+    stack.push_async_callback(_cancelled, retention_task)
     if telemetry is not None and any(lane.gpu_index is not None for lane in lanes):
         watcher = asyncio.create_task(
             watch_gpu_health(lanes, telemetry, dispatcher, settings.gpu_health_interval_s),
@@ -209,7 +229,16 @@ async def _start(
         migrations_at_head=migrations_at_head,
         file_limiter=file_limiter,
         walk_limiter=walk_limiter,
+        retention=retention,
+        disk=DiskGuard(_storage_places(settings), settings.min_free_bytes, free_space),
     )
+
+
+def _storage_places(settings: Settings) -> dict[str, Path]:
+    places = {"data_dir": settings.data_dir, "models_dir": settings.models_dir}
+    if settings.database_url != MEMORY_DATABASE_URL:
+        places["database"] = Path(settings.sqlite_url.removeprefix(SQLITE_URL_PREFIX)).parent
+    return places
 
 
 async def _open_stores(
@@ -229,6 +258,12 @@ async def _open_stores(
     stack.push_async_callback(db.close)
     head = migrate.head_revision()
     return SQLiteJobStore(db), SQLiteModelStore(db), lambda: migrate.current_revision(url) == head
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def watch_gpu_health(

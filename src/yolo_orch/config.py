@@ -197,6 +197,34 @@ class Settings(BaseSettings):
         description="Largest result file of one job; a job whose result would be larger fails "
         "with result_too_large.",
     )
+    retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="Finished jobs (records and files) older than this are deleted; empty: "
+        "kept until deleted. Models they produced stay in the registry.",
+    )
+    max_finished_jobs: int | None = Field(
+        default=None,
+        ge=0,
+        description="Finished jobs kept at most; the oldest beyond are deleted. Empty: no bound.",
+    )
+    retention_interval_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="How often finished jobs are expired and orphaned or temporary files swept.",
+    )
+    orphan_grace_s: float = Field(
+        default=3600.0,
+        ge=60,  # under a minute, an atomic write or an upload in progress could be swept
+        description="Age an upload folder without a job, or a temporary file, must reach before "
+        "the sweep removes it (younger ones may be an upload in progress).",
+    )
+    min_free_bytes: int = Field(
+        default=1 << 30,
+        ge=0,
+        description="Free space data_dir, the database's folder and models_dir each need: below "
+        "it, submissions and uploads get 507 and /readyz says degraded. 0: no check.",
+    )
     gpu_telemetry: bool = Field(
         default=True,
         description="NVML readings in /v1/devices and /metrics, and GPU health checks.",

@@ -65,6 +65,8 @@ class ErrorCode(enum.StrEnum):
     """The job ran past its `params.timeout_s` (or its kind's default) and was cancelled."""
     STALLED = "stalled"
     """The job's progress did not move for `stall_after_s` and it was cancelled."""
+    DISK_FULL = "disk_full"
+    """A write failed for want of space (ENOSPC); the server goes on serving."""
 
 
 @dataclass(frozen=True)

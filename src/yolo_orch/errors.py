@@ -168,6 +168,28 @@ class JobAlreadyFinished(YoloOrchError):
         self.state = state
 
 
+class JobActive(YoloOrchError):
+    code = "job_active"
+
+    def __init__(self, job_id: str, state: str) -> None:
+        super().__init__(f"job {job_id} is {state}; only a finished job can be deleted")
+        self.job_id = job_id
+        self.state = state
+
+
+class InsufficientStorage(YoloOrchError):
+    """Free space is below `min_free_bytes` where the server would store what it is sent."""
+
+    code = "insufficient_storage"
+
+    def __init__(self, where: list[str]) -> None:
+        super().__init__(
+            f"too little free disk space ({', '.join(where)}, below min_free_bytes); "
+            "nothing was stored, retry once space is freed"
+        )
+        self.where = where
+
+
 class ResultNotReady(YoloOrchError):
     code = "result_not_ready"
 

@@ -108,5 +108,21 @@ class PublishingJobStore(JobStore):
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         return await self._inner.recent_durations(limit, kind)
 
+    async def delete(self, job_id: str) -> Job:
+        job = await self._inner.delete(job_id)
+        self._events.publish(job.id)  # a follower looks again and finds it gone
+        return job
+
+    async def expire(
+        self, *, finished_before: datetime | None, keep: int | None, limit: int
+    ) -> list[Job]:
+        jobs = await self._inner.expire(finished_before=finished_before, keep=keep, limit=limit)
+        for job in jobs:
+            self._events.publish(job.id)
+        return jobs
+
+    async def unknown(self, job_ids: list[str]) -> set[str]:
+        return await self._inner.unknown(job_ids)
+
     async def check_writable(self) -> None:
         await self._inner.check_writable()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,8 +63,9 @@ class JobFiles:
         _sync_dir(folder)
         return files, digests
 
-    def remove(self, job_id: str) -> None:
-        shutil.rmtree(self.workdir(job_id), ignore_errors=True)
+    def remove(self, job_id: str) -> int:
+        """Remove the job's folder; the bytes its files held. Blocking."""
+        return remove_counting(self.workdir(job_id))
 
     def artifacts(self, job_id: str) -> list[tuple[str, int]]:
         """Names and sizes of the files a job produced, for clients to fetch."""
@@ -121,6 +124,25 @@ class JobFiles:
         """Entries `offset .. offset + limit - 1` of the job's result. Blocking."""
         folder = self.workdir(job_id)
         return resultfile.read_page(folder / RESULT_FILE, folder / RESULT_INDEX, offset, limit)
+
+
+def remove_counting(path: Path) -> int:
+    """Remove a file or a folder with everything in it (symlinks are removed, never followed);
+    the bytes of the regular files it held. Blocking."""
+    freed = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                info = os.lstat(os.path.join(folder, name))
+                freed += info.st_size if stat.S_ISREG(info.st_mode) else 0
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            info = path.lstat()
+            freed += info.st_size if stat.S_ISREG(info.st_mode) else 0
+            path.unlink()
+    return freed
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -67,7 +67,25 @@ class Metrics:
             "Submissions refused with 429 because the queue was full.",
             registry=self.registry,
         )
+        self._removed_jobs = Counter(
+            "yolo_orch_removed_jobs",
+            "Finished jobs forgotten: deleted on request, or expired by retention.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self._removed_bytes = Counter(
+            "yolo_orch_removed_bytes",
+            "Bytes of files removed: of deleted or expired jobs, orphaned upload folders, "
+            "stale temporary files.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.registry.register(_ModelCache(runtime))
+
+    def removed(self, reason: str, jobs: int, freed_bytes: int) -> None:
+        if jobs:
+            self._removed_jobs.labels(reason=reason).inc(jobs)
+        self._removed_bytes.labels(reason=reason).inc(freed_bytes)
 
     def job_finished(self, job: Job, outcome: Outcome, seconds: float) -> None:
         self._duration.labels(kind=job.kind, state=outcome.state).observe(seconds)

@@ -11,11 +11,13 @@ from fastapi import Depends, Request
 
 from yolo_orch.admission import Lanes
 from yolo_orch.config import Settings
+from yolo_orch.diskguard import DiskGuard
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.metrics import Metrics
 from yolo_orch.registry import ModelRegistry
+from yolo_orch.retention import Retention
 from yolo_orch.runners.base import Runtime
 from yolo_orch.service import JobService
 from yolo_orch.store.base import JobStore
@@ -40,6 +42,8 @@ class Services:
     file_limiter: anyio.CapacityLimiter
     walk_limiter: anyio.CapacityLimiter
     """The threads for request-time file work (see `JobService`)."""
+    retention: Retention
+    disk: DiskGuard
 
 
 # Dependencies are async so FastAPI runs them on the loop, not in a worker thread each.
@@ -55,3 +59,13 @@ async def get_job_service(request: Request) -> JobService:
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 JobServiceDep = Annotated[JobService, Depends(get_job_service)]
+
+
+async def require_disk_space(request: Request) -> None:
+    """Refuse (507) what would be stored while a disk is short of space, before any of it is
+    read."""
+    services: Services = request.app.state.services
+    await services.disk.require()
+
+
+DiskSpace = Depends(require_disk_space)

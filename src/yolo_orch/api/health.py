@@ -25,7 +25,8 @@ async def healthz() -> Health:
     description="200 `ready`; 200 `degraded` when some lane's GPU reports a fatal state (the "
     "others keep serving) or when every thread for request-time file work, or for expanding "
     "globs, is busy and requests wait for one (`file_workers_available` or "
-    "`walk_workers_available` false); 503 `not_ready` otherwise.",
+    "`walk_workers_available` false), or when a disk is below `min_free_bytes` "
+    "(`disk_space_ok` false: submissions and uploads get 507); 503 `not_ready` otherwise.",
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(services: ServicesDep) -> JSONResponse:
@@ -43,9 +44,10 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     }
     file_workers = _available(services.file_limiter)
     walk_workers = _available(services.walk_limiter)
+    disk_space_ok = not await services.disk.check()
     if not all(checks.values()):
         status = "not_ready"
-    elif not all(healthy) or not file_workers or not walk_workers:
+    elif not all(healthy) or not file_workers or not walk_workers or not disk_space_ok:
         status = "degraded"  # serving, but slower or on the lanes left; an operator should look
     else:
         status = "ready"
@@ -56,6 +58,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
             "all_lanes_healthy": all(healthy),
             "file_workers_available": file_workers,
             "walk_workers_available": walk_workers,
+            "disk_space_ok": disk_space_ok,
         },
     )
     return JSONResponse(body.model_dump(), status_code=503 if status == "not_ready" else 200)

@@ -12,6 +12,7 @@ from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel
 
+from yolo_orch.api.auth import admin_scope
 from yolo_orch.api.deps import JobServiceDep, ServicesDep
 from yolo_orch.api.prefer import RequestedWait, mark_applied
 from yolo_orch.api.problems import problem_responses
@@ -86,6 +87,21 @@ async def cancel_job(job_id: JobId, jobs: JobServiceDep, response: Response) -> 
     if not job.state.is_terminal:
         response.status_code = status.HTTP_202_ACCEPTED
     return JobPublic.of(job)
+
+
+@router.delete(
+    "/{job_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a finished job",
+    description="Forgets a finished job's record and removes its files (inputs, results, "
+    "artifacts, logs). Refused (409 `job_active`) while it is queued or running: cancel it "
+    "first. A model it produced stays in the registry. Needs the `admin` scope.",
+    responses=problem_responses(404, 409),
+    dependencies=[admin_scope],
+)
+async def delete_job(job_id: JobId, services: ServicesDep) -> Response:
+    await services.retention.delete(job_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 RESULT_PAGE_DEFAULT = 100

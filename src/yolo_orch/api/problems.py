@@ -48,6 +48,8 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.BodyTooLarge: 413,
     errors.UnsupportedMediaType: 415,
     errors.ShuttingDown: 503,
+    errors.JobActive: 409,
+    errors.InsufficientStorage: 507,
 }
 
 

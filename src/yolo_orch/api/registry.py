@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile
 
 from yolo_orch.api.auth import admin_scope
-from yolo_orch.api.deps import ServicesDep
+from yolo_orch.api.deps import DiskSpace, ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model, model_name_from_file
 from yolo_orch.errors import InvalidJob, UnsupportedMediaType
@@ -148,10 +148,10 @@ _IMPORT_BODY: dict[str, Any] = {
     "`no_model_roots` otherwise), and the file must be under one of them.",
     responses={
         200: {"model": ModelPublic, "description": "Already registered"},
-        **problem_responses(409, 413, 415, 422),
+        **problem_responses(409, 413, 415, 422, 507),
     },
     openapi_extra=_IMPORT_BODY,
-    dependencies=[admin_scope],
+    dependencies=[admin_scope, DiskSpace],
 )
 async def import_model(request: Request, services: ServicesDep, response: Response) -> ModelPublic:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -240,10 +240,10 @@ _VARIANT_IMPORT_BODY: dict[str, Any] = {
     "the existing variant (200).",
     responses={
         200: {"model": VariantPublic, "description": "Already registered"},
-        **problem_responses(404, 413, 415, 422),
+        **problem_responses(404, 413, 415, 422, 507),
     },
     openapi_extra=_VARIANT_IMPORT_BODY,
-    dependencies=[admin_scope],
+    dependencies=[admin_scope, DiskSpace],
 )
 async def import_variant(
     ref: ModelRef, request: Request, services: ServicesDep, response: Response

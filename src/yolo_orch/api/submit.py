@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from yolo_orch.api.deps import Services, ServicesDep
+from yolo_orch.api.deps import DiskSpace, Services, ServicesDep
 from yolo_orch.api.prefer import RequestedWait, mark_applied
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.schemas import (
@@ -53,7 +53,8 @@ IdempotencyKey = Annotated[
     description="Answers once the job is committed to the database (202). Poll `Location` for "
     "its state, or send `Prefer: wait=N`: the answer is then held up to N seconds and is 200 "
     "with the finished job (and `Preference-Applied`) if it ends in time.",
-    responses={200: _FINISHED, **problem_responses(404, 422, 429, 503)},
+    responses={200: _FINISHED, **problem_responses(404, 422, 429, 503, 507)},
+    dependencies=[DiskSpace],
 )
 async def submit_job(
     body: Annotated[JobCreate, Body()],
@@ -144,7 +145,8 @@ class _UploadFields(BaseModel):
     "processed. At most `max_files_per_job` images; more parts are refused before they are "
     "read. An image whose header says it has more than `max_image_pixels` pixels is refused "
     "(422 `image_too_large`) before anything decodes it. `Prefer: wait=N` as for POST /v1/jobs.",
-    responses={200: _FINISHED, **problem_responses(404, 413, 422, 429, 503)},
+    responses={200: _FINISHED, **problem_responses(404, 413, 422, 429, 503, 507)},
+    dependencies=[DiskSpace],
     openapi_extra=_UPLOAD_BODY,
 )
 async def submit_inference_upload(

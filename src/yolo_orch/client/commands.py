@@ -1,4 +1,4 @@
-"""The client commands of `yolo-orch`: submit, status, wait, cancel, list, result, models,
+"""The client commands of `yolo-orch`: submit, status, wait, cancel, delete, list, result, models,
 devices (and `validate`, in `client.validate`). Each talks to a running server over HTTP
 (`--url`, `--token`)."""
 
@@ -66,6 +66,7 @@ def register(app: typer.Typer) -> None:
         ("status", status),
         ("wait", wait),
         ("cancel", cancel),
+        ("delete", delete),
         ("list", list_jobs),
         ("result", result),
     ):
@@ -229,6 +230,14 @@ def cancel(
     else:
         line = f"cancel requested: job {job_id} stops at its next safe point"
     _print(job, as_json, line)
+
+
+def delete(job_id: JobId, url: Url = DEFAULT_URL, token: Token = None) -> None:
+    """Delete a finished job's record and files (refused while it is queued or running; a
+    model it produced stays registered)."""
+    with _api(url, token) as api:
+        api.delete_job(job_id)
+    typer.echo(f"deleted job {job_id}")
 
 
 def list_jobs(

@@ -114,6 +114,9 @@ class ApiClient:
     def cancel(self, job_id: str) -> Json:
         return self._json("POST", f"/v1/jobs/{_segment(job_id)}/cancel")
 
+    def delete_job(self, job_id: str) -> None:
+        self._request("DELETE", f"/v1/jobs/{_segment(job_id)}")
+
     def result(self, job_id: str) -> Json:
         return self._json("GET", f"/v1/jobs/{_segment(job_id)}/result")
 

@@ -91,6 +91,24 @@ class JobStore(ABC):
         """Run times in seconds of the most recently finished jobs that ran (of `kind` only, if
         given)."""
 
+    @abstractmethod
+    async def delete(self, job_id: str) -> Job:
+        """Forget a terminal job and return it, so the caller can remove its files. Raise
+        `JobActive` while it is queued or running, `JobNotFound` for an unknown id. Models it
+        produced stay in the registry: they are the registry's, not the job's."""
+
+    @abstractmethod
+    async def expire(
+        self, *, finished_before: datetime | None, keep: int | None, limit: int
+    ) -> list[Job]:
+        """Forget up to `limit` terminal jobs, oldest finished first, that finished before
+        `finished_before` or are beyond the `keep` most recently finished; return them. One
+        short write, so that expiring a long history in batches never holds up other writes."""
+
+    @abstractmethod
+    async def unknown(self, job_ids: list[str]) -> set[str]:
+        """Those of `job_ids` that name no job (the sweep's test for an orphaned folder)."""
+
     async def check_writable(self) -> None:  # noqa: B027 - optional hook
         """Raise if a write would fail now (used by readiness)."""
 

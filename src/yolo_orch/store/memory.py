@@ -29,6 +29,7 @@ from yolo_orch.domain import (
 )
 from yolo_orch.errors import (
     IdempotencyKeyReused,
+    JobActive,
     JobAlreadyFinished,
     JobNotFound,
     ModelHasVariants,
@@ -219,8 +220,43 @@ class InMemoryJobStore(JobStore):
             if job.finished_at and job.started_at
         ]
 
+    async def delete(self, job_id: str) -> Job:
+        job = await self.get(job_id)
+        if not job.state.is_terminal:
+            raise JobActive(job_id, job.state)
+        return self._forget(job)
+
+    async def expire(
+        self, *, finished_before: datetime | None, keep: int | None, limit: int
+    ) -> list[Job]:
+        finished = sorted(
+            (job for job in self._jobs.values() if job.state.is_terminal and job.finished_at),
+            key=lambda job: (job.finished_at, job.seq),
+        )
+        excess = 0 if keep is None else max(0, len(finished) - keep)
+        expired = [
+            job
+            for index, job in enumerate(finished[:limit])
+            if index < excess
+            or (
+                finished_before is not None
+                and job.finished_at is not None
+                and job.finished_at < finished_before
+            )
+        ]
+        return [self._forget(job) for job in expired]
+
+    async def unknown(self, job_ids: list[str]) -> set[str]:
+        return {job_id for job_id in job_ids if job_id not in self._jobs}
+
     def _put(self, job: Job) -> Job:
         self._jobs[job.id] = job
+        return job
+
+    def _forget(self, job: Job) -> Job:
+        del self._jobs[job.id]
+        if job.idempotency_key is not None:
+            self._by_key.pop(job.idempotency_key, None)
         return job
 
 

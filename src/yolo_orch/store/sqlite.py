@@ -50,6 +50,7 @@ from sqlalchemy import (
     Integer,
     Select,
     bindparam,
+    delete,
     event,
     func,
     or_,
@@ -77,6 +78,7 @@ from yolo_orch.domain import (
 )
 from yolo_orch.errors import (
     IdempotencyKeyReused,
+    JobActive,
     JobAlreadyFinished,
     JobNotFound,
     ModelNotFound,
@@ -362,6 +364,19 @@ class SQLiteJobStore(JobStore):
         rows = await self._db.read(lambda conn: conn.execute(stmt).all())
         return [(finished - started).total_seconds() for started, finished in rows]
 
+    async def delete(self, job_id: str) -> Job:
+        return await self._db.write(functools.partial(_delete, job_id))
+
+    async def expire(
+        self, *, finished_before: datetime | None, keep: int | None, limit: int
+    ) -> list[Job]:
+        return await self._db.write(functools.partial(_expire, finished_before, keep, limit))
+
+    async def unknown(self, job_ids: list[str]) -> set[str]:
+        stmt = select(JOBS.c.id).where(JOBS.c.id.in_(job_ids))
+        known = await self._db.read(lambda conn: set(conn.execute(stmt).scalars()))
+        return set(job_ids) - known
+
     async def check_writable(self) -> None:
         await self._db.check_writable()
 
@@ -559,6 +574,44 @@ _AGED_HEADS = text(
     )
     """
 ).columns(seq=Integer, priority=Integer, created_at=UTCDateTime())
+
+
+def _delete(job_id: str, conn: Connection) -> Job:
+    state = _state_of(conn, job_id)
+    if not state.is_terminal:
+        raise JobActive(job_id, state)
+    row = conn.execute(delete(JOBS).where(JOBS.c.id == job_id).returning(*JOBS.c)).mappings().one()
+    return job_from_row(row)
+
+
+_COUNT_TERMINAL = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
+    JOB_COUNTS.c.state.in_(_TERMINAL)
+)
+
+
+def _expire(
+    finished_before: datetime | None, keep: int | None, limit: int, conn: Connection
+) -> list[Job]:
+    """The oldest finished jobs come first in the index on `finished_at`, and both rules expire
+    a prefix of that order: read `limit` rows from its start and delete the prefix that is due.
+    The number of finished jobs comes from the counts the triggers keep, not a count."""
+    excess = 0 if keep is None else max(0, conn.execute(_COUNT_TERMINAL).scalar_one() - keep)
+    oldest = conn.execute(
+        select(JOBS.c.seq, JOBS.c.finished_at)
+        .where(JOBS.c.finished_at.is_not(None), JOBS.c.state.in_(_TERMINAL))
+        .order_by(JOBS.c.finished_at, JOBS.c.seq)
+        .limit(limit)
+    ).all()
+    due = [
+        seq
+        for index, (seq, finished_at) in enumerate(oldest)
+        if index < excess or (finished_before is not None and finished_at < finished_before)
+    ]
+    if not due:
+        return []
+    rows = conn.execute(delete(JOBS).where(JOBS.c.seq.in_(due)).returning(*JOBS.c)).mappings()
+    by_seq = {job.seq: job for job in map(job_from_row, rows)}
+    return [by_seq[seq] for seq in due]
 
 
 def _recover(now: datetime, drained: frozenset[str], conn: Connection) -> list[Job]:
