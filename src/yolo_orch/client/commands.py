@@ -178,18 +178,7 @@ def submit(
             job = api.submit(
                 body | {"params": job_params, "priority": priority}, idempotency_key, wait_s
             )
-        if quiet:
-            typer.echo(job["id"])
-        elif not (as_json and wait_):
-            _print(job, as_json, f"submitted job {job['id']} ({job['state']})")
-        if wait_ and job["state"] in TERMINAL_STATES:  # it ended while the server held the answer
-            if as_json:
-                typer.echo(render.to_json(job))
-            elif not quiet:
-                typer.echo(render.job_line(job))
-            raise typer.Exit(ExitCode.for_state(job["state"]))
-        if wait_:
-            raise typer.Exit(_follow(api, job["id"], as_json=as_json, quiet=quiet))
+        _submitted(api, job, wait_=wait_, quiet=quiet, as_json=as_json)
 
 
 def status(
@@ -463,11 +452,27 @@ def _out() -> Console:
     return console
 
 
+def _submitted(api: ApiClient, job: Json, *, wait_: bool, quiet: bool, as_json: bool) -> None:
+    """Print a job just submitted; with --wait, its end, then exit with its exit code."""
+    if quiet:
+        typer.echo(job["id"])
+    elif not (as_json and wait_):
+        _print(job, as_json, f"submitted job {job['id']} ({job['state']})")
+    if not wait_:
+        return
+    if job["state"] in TERMINAL_STATES:  # it ended while the server held the answer
+        if as_json:
+            typer.echo(render.to_json(job))
+        elif not quiet:
+            typer.echo(render.job_line(job))
+        raise typer.Exit(ExitCode.for_state(job["state"]))
+    raise typer.Exit(_follow(api, job["id"], as_json=as_json, quiet=quiet))
+
+
 def _err() -> Console:
     return Console(stderr=True, highlight=False)
 
 
 connect = _api
-show = _print
-follow = _follow
+submitted = _submitted
 """Shared with the other job verbs (`client.validate`)."""

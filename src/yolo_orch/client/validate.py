@@ -64,10 +64,5 @@ def validate(
         "priority": priority,
     }
     with commands.connect(url, token) as api:
-        job = api.submit(body, idempotency_key)
-        if quiet:
-            typer.echo(job["id"])
-        elif not (as_json and wait_):
-            commands.show(job, as_json, f"submitted job {job['id']} ({job['state']})")
-        if wait_:
-            raise typer.Exit(commands.follow(api, job["id"], as_json=as_json, quiet=quiet))
+        job = api.submit(body, idempotency_key, commands.SUBMIT_WAIT_S if wait_ else None)
+        commands.submitted(api, job, wait_=wait_, quiet=quiet, as_json=as_json)
