@@ -98,3 +98,36 @@ def training_probe(client: httpx.Client, **params: object) -> httpx.Response:
         "params": {"epochs": 2, "imgsz": 64, "batch": 8, **params},
     }
     return client.post("/v1/jobs", json=body)
+
+
+TRAIN_SETTINGS = {"imgsz": 64, "batch": 8, "workers": 0, "seed": 0}
+"""The training benches' settings, the same on the server's side and the direct one."""
+
+
+def train_directly(architecture: str, dataset: Path, epochs: int, threads: int) -> float:
+    """What the runner asks of ultralytics, without the server (offline: see `workspace`)."""
+    import torch
+    from ultralytics.models import YOLO
+
+    torch.set_num_threads(threads)
+    with tempfile.TemporaryDirectory() as project:
+        data = str(dataset)
+        if dataset.is_file():  # ultralytics reads a relative `path` from the working directory
+            absolute = Path(project) / "data.yaml"
+            absolute.write_text(dataset.read_text().replace("path: .", f"path: {dataset.parent}"))
+            data = str(absolute)
+        started = time.perf_counter()
+        YOLO(architecture).train(
+            data=data,
+            epochs=epochs,
+            device="cpu",
+            project=project,
+            name="direct",
+            amp=False,
+            compile=False,
+            plots=False,
+            deterministic=False,
+            verbose=False,
+            **TRAIN_SETTINGS,
+        )
+        return time.perf_counter() - started

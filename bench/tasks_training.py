@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
-import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench._yolo import real_server, wait_job, workspace
+from bench._yolo import TRAIN_SETTINGS, real_server, train_directly, wait_job, workspace
 
-SETTINGS = {"imgsz": 64, "batch": 8, "workers": 0, "seed": 0}
 N_TRAIN, N_VAL = 16, 4
 
 
@@ -52,7 +48,7 @@ def main() -> None:
                 served[task] = train_and_validate(client, task, architecture, args.epochs)
     print(
         f"generated datasets: {N_TRAIN} train + {N_VAL} val images of 64 px per task, "
-        f"{args.epochs} epoch(s), {SETTINGS}, cpu, {args.cpu_threads} torch thread(s)"
+        f"{args.epochs} epoch(s), {TRAIN_SETTINGS}, cpu, {args.cpu_threads} torch thread(s)"
     )
     print("| task | model | direct s | server run s | direct/run | validation job metrics |")
     print("|---|---|---:|---:|---:|---|")
@@ -65,35 +61,6 @@ def main() -> None:
         )
 
 
-def train_directly(architecture: str, dataset: Path, epochs: int, threads: int) -> float:
-    """What the runner asks of ultralytics, without the server (offline: see `workspace`)."""
-    import torch
-    from ultralytics.models import YOLO
-
-    torch.set_num_threads(threads)
-    with tempfile.TemporaryDirectory() as project:
-        data = str(dataset)
-        if dataset.is_file():  # ultralytics reads a relative `path` from the working directory
-            absolute = Path(project) / "data.yaml"
-            absolute.write_text(dataset.read_text().replace("path: .", f"path: {dataset.parent}"))
-            data = str(absolute)
-        started = time.perf_counter()
-        YOLO(architecture).train(
-            data=data,
-            epochs=epochs,
-            device="cpu",
-            project=project,
-            name="direct",
-            amp=False,
-            compile=False,
-            plots=False,
-            deterministic=False,
-            verbose=False,
-            **SETTINGS,
-        )
-        return time.perf_counter() - started
-
-
 def train_and_validate(
     client: httpx.Client, task: str, architecture: str, epochs: int
 ) -> tuple[float, dict[str, Any]]:
@@ -103,14 +70,14 @@ def train_and_validate(
         "kind": "training",
         "model": architecture,
         "dataset": dataset,
-        "params": {"epochs": epochs, "output_name": f"bench-{task}", **SETTINGS},
+        "params": {"epochs": epochs, "output_name": f"bench-{task}", **TRAIN_SETTINGS},
     }
     trained = finished(client, client.post("/v1/jobs", json=body))
     validation = {
         "kind": "validation",
         "model": f"bench-{task}",
         "dataset": dataset,
-        "params": {"imgsz": SETTINGS["imgsz"], "batch": SETTINGS["batch"]},
+        "params": {"imgsz": TRAIN_SETTINGS["imgsz"], "batch": TRAIN_SETTINGS["batch"]},
     }
     validated = finished(client, client.post("/v1/jobs", json=validation))
     run_s = _seconds(trained["finished_at"]) - _seconds(trained["started_at"])

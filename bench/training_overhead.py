@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
 
 from bench._server import percentile
-from bench._yolo import real_server, wait_job, workspace
+from bench._yolo import TRAIN_SETTINGS, real_server, train_directly, wait_job, workspace
 from bench.loop_health_real import probe_for, wait_running
-
-SETTINGS = {"imgsz": 64, "batch": 8, "workers": 0, "seed": 0}
 
 
 def main() -> None:
@@ -32,7 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     with workspace({}, dataset=True) as ws:
         data_yaml = ws.data / "train-set" / "data.yaml"
-        direct_s = train_directly(data_yaml, args.epochs, args.cpu_threads)
+        direct_s = train_directly("yolo11n.yaml", data_yaml, args.epochs, args.cpu_threads)
         with (
             real_server(ws, cpu_threads=args.cpu_threads) as server,
             httpx.Client(base_url=server.url, timeout=60) as client,
@@ -41,7 +37,7 @@ def main() -> None:
             loop = loop_health_while_training(client, args.probe_seconds)
     run_s = served["run_s"]
     print(
-        f"tiny dataset: 16 train + 4 val images, {args.epochs} epochs, {SETTINGS}, cpu, "
+        f"tiny dataset: 16 train + 4 val images, {args.epochs} epochs, {TRAIN_SETTINGS}, cpu, "
         f"{args.cpu_threads} torch thread(s)"
     )
     print(f"{'':>30} {'seconds':>8}")
@@ -54,40 +50,12 @@ def main() -> None:
     )
 
 
-def train_directly(data_yaml: Path, epochs: int, threads: int) -> float:
-    """What the runner asks of ultralytics, without the server (the runtime is already
-    configured offline by `workspace`)."""
-    import torch
-    from ultralytics.models import YOLO
-
-    torch.set_num_threads(threads)
-    with tempfile.TemporaryDirectory() as project:
-        # ultralytics reads a relative `path` from the working directory: give it the folder.
-        absolute = Path(project) / "data.yaml"
-        absolute.write_text(data_yaml.read_text().replace("path: .", f"path: {data_yaml.parent}"))
-        started = time.perf_counter()
-        YOLO("yolo11n.yaml").train(
-            data=str(absolute),
-            epochs=epochs,
-            device="cpu",
-            project=project,
-            name="direct",
-            amp=False,
-            compile=False,
-            plots=False,
-            deterministic=False,
-            verbose=False,
-            **SETTINGS,
-        )
-        return time.perf_counter() - started
-
-
 def train_through(client: httpx.Client, epochs: int) -> dict[str, float]:
     body = {
         "kind": "training",
         "model": "yolo11n.yaml",
         "dataset": "train-set/data.yaml",
-        "params": {"epochs": epochs, **SETTINGS},
+        "params": {"epochs": epochs, **TRAIN_SETTINGS},
     }
     started = time.perf_counter()
     job = client.post("/v1/jobs", json=body).json()
@@ -104,7 +72,7 @@ def loop_health_while_training(client: httpx.Client, seconds: float) -> list[flo
         "kind": "training",
         "model": "yolo11n.yaml",
         "dataset": "train-set/data.yaml",
-        "params": {"epochs": 200, **SETTINGS},
+        "params": {"epochs": 200, **TRAIN_SETTINGS},
     }
     job = client.post("/v1/jobs", json=body).json()["id"]
     wait_running(client, [job], timeout_s=60)
