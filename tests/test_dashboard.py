@@ -1,0 +1,350 @@
+"""The dashboard in a real browser, against a real `yolo-orch serve` on the simulated runtime
+with tokens on.
+
+Playwright drives Debian's Chromium (`executable_path`: no browser download), as in
+tests/test_docs_page.py: every request that is not loopback is aborted and counted, and the
+last test asserts none was made. Screenshots of every view at 1280 and 390 px go to
+`test-artifacts/dashboard-*.png`; a view fails if its screenshot is one colour or its
+expected elements are missing. Without Chromium the browser tests are skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from httpx_sse import connect_sse
+from PIL import Image, ImageChops
+from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
+
+from tests.acceptance.conftest import TERMINAL, Server
+from tests.test_docs_page import LOOPBACK, NETWORK_CUT, NETWORK_SCHEMES, _find_chromium
+
+pytestmark = pytest.mark.acceptance
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+ADMIN_TOKEN = "dashboard-admin-token"
+JOBS_TOKEN = "dashboard-jobs-token"
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+TIMEOUT_MS = 20_000
+IMAGE_COLOUR = (40, 160, 90)
+IMAGE_NAME = "street.png"  # the simulated runtime finds two things in an image of this name
+
+
+class Network:
+    """Every request the pages make, and those aborted for leaving loopback."""
+
+    def __init__(self) -> None:
+        self.requested: list[str] = []
+        self.aborted: list[str] = []
+
+    def only_loopback(self, route: Route) -> None:
+        parts = urlsplit(route.request.url)
+        if parts.scheme not in NETWORK_SCHEMES or parts.hostname in LOOPBACK:
+            route.continue_()
+        else:
+            self.aborted.append(route.request.url)
+            route.abort("internetdisconnected")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("dashboard")
+    tokens = [
+        {"sha256": hashlib.sha256(ADMIN_TOKEN.encode()).hexdigest(), "scope": "admin"},
+        {"sha256": hashlib.sha256(JOBS_TOKEN.encode()).hexdigest(), "scope": "jobs"},
+    ]
+    server = Server(tmp / "data", tmp / "logs", "dashboard", tokens=json.dumps(tokens))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="module")
+def api(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}, timeout=10
+    ) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def network() -> Network:
+    return Network()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    chromium = _find_chromium()
+    if chromium is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium, args=NETWORK_CUT, timeout=TIMEOUT_MS
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def context(browser: Browser, network: Network) -> Iterator[BrowserContext]:
+    """A fresh browser profile (its own sessionStorage) whose traffic stays on loopback."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    context.route("**/*", network.only_loopback)
+    context.on("request", lambda request: network.requested.append(request.url))
+    try:
+        yield context
+    finally:
+        context.close()
+
+
+def signed_in(context: BrowserContext, server: Server, token: str = ADMIN_TOKEN) -> Page:
+    page = context.new_page()
+    page.goto(f"{server.url}/")
+    page.fill("#token-input", token)
+    page.click("#token-form button[type=submit]")
+    page.wait_for_selector("#live[data-state=live]")
+    return page
+
+
+def submit(api: httpx.Client, **job: Any) -> str:
+    response = api.post("/v1/jobs", json=job)
+    assert response.status_code == 202, response.text
+    job_id: str = response.json()["id"]
+    return job_id
+
+
+def wait_terminal(api: httpx.Client, job_id: str) -> dict[str, Any]:
+    response = api.get(f"/v1/jobs/{job_id}", headers={"Prefer": "wait=20"})
+    job: dict[str, Any] = response.json()
+    assert job["state"] in TERMINAL, job
+    return job
+
+
+def png(colour: tuple[int, int, int] = IMAGE_COLOUR) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (640, 480), colour).save(out, format="PNG")
+    return out.getvalue()
+
+
+def screenshot(page: Page, view: str) -> None:
+    """Both widths, each checked against a one-colour image of its size."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    for width_name, (width, height) in WIDTHS.items():
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(150)  # a frame for the layout to follow the width
+        data = page.screenshot(full_page=True)
+        (ARTIFACTS / f"dashboard-{view}-{width_name}.png").write_bytes(data)
+        image = Image.open(io.BytesIO(data)).convert("RGB")
+        blank = Image.new("RGB", image.size, image.getpixel((0, 0)))
+        assert ImageChops.difference(image, blank).getbbox() is not None, f"{view} is blank"
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_every_job_change_is_on_the_server_wide_stream(server: Server, api: httpx.Client) -> None:
+    with connect_sse(api, "GET", "/v1/events") as source:
+        events = source.iter_sse()
+        assert next(events).event == "ready"
+        job_id = submit(api, kind="inference", model="sim", inputs=["a.jpg"])
+        seen = []
+        for event in events:
+            assert event.event == "job"
+            job = event.json()
+            if job["id"] == job_id:
+                seen.append(job["state"])
+                if job["state"] in TERMINAL:
+                    break
+    assert seen[0] in {"queued", "running"}
+    assert seen[-1] == "succeeded"
+    api.delete(f"/v1/jobs/{job_id}")
+
+
+def test_the_overview_lists_the_lanes(context: BrowserContext, server: Server) -> None:
+    page = signed_in(context, server)
+    page.wait_for_selector("[data-lane='sim:0']")
+    lanes = page.eval_on_selector_all("[data-lane]", "els => els.map(e => e.dataset.lane)")
+    assert lanes == ["sim:0", "sim:1"]
+    assert "free" in page.inner_text("[data-lane='sim:0']")
+    assert page.is_visible("#no-telemetry")  # this host has no GPU
+    assert page.is_visible("[data-tile=queue]")
+    assert page.is_visible("[data-tile=refused]")
+    screenshot(page, "overview")
+
+
+def test_a_submitted_job_moves_and_succeeds_on_the_page(
+    context: BrowserContext, server: Server, api: httpx.Client
+) -> None:
+    page = signed_in(context, server)
+    page.goto(f"{server.url}/#/jobs")
+    page.wait_for_selector("table.jobs")
+    job_id = submit(
+        api,
+        kind="inference",
+        model="sim",
+        inputs=["a.jpg"],
+        params={"sim_seconds": 3, "sim_steps": 6},
+    )
+    row = f"tr[data-job='{job_id}']"
+    page.wait_for_selector(row)  # from the stream: the page does not reload the list
+    bar = f"{row} progress"
+    page.wait_for_function(
+        f'() => {{ const v = Number(document.querySelector("{bar}")?.dataset.value); '
+        "return v > 0 && v < 1 }"
+    )
+    page.wait_for_selector(f"{row}[data-state=succeeded]")
+    assert page.get_attribute(bar, "data-value") == "1.000"
+    assert "succeeded" in page.inner_text(f"{row} .state")
+    screenshot(page, "jobs")
+
+
+def test_a_job_cancelled_from_the_page_ends_cancelled(
+    context: BrowserContext, server: Server, api: httpx.Client
+) -> None:
+    page = signed_in(context, server)
+    page.goto(f"{server.url}/#/jobs")
+    job_id = submit(
+        api,
+        kind="inference",
+        model="sim",
+        inputs=["b.jpg"],
+        params={"sim_seconds": 60, "sim_steps": 60},
+    )
+    row = f"tr[data-job='{job_id}']"
+    page.wait_for_selector(f"{row}[data-state=running]")
+    page.click(f"{row} button.cancel")
+    page.wait_for_selector(f"{row}[data-state=cancelled]")
+    assert api.get(f"/v1/jobs/{job_id}").json()["state"] == "cancelled"
+
+
+def test_a_training_job_page_draws_its_curves(
+    context: BrowserContext, server: Server, api: httpx.Client
+) -> None:
+    job_id = submit(api, kind="training", model="sim", params={"sim_seconds": 2, "sim_steps": 5})
+    page = signed_in(context, server)
+    page.goto(f"{server.url}/#/jobs/{job_id}")
+    page.wait_for_selector("#loss-chart canvas")
+    page.wait_for_selector("#loss-chart[data-points='5']")  # every epoch, as they came
+    page.wait_for_selector(".job-head [data-state=succeeded]")
+    for chart in ("#loss-chart", "#score-chart"):
+        assert "epoch" in page.inner_text(chart)
+    assert page.locator(".u-legend").count() == 2
+    screenshot(page, "job-training")
+
+
+def test_an_inference_job_page_shows_thumbnails_with_boxes(
+    context: BrowserContext, server: Server
+) -> None:
+    page = signed_in(context, server)
+    page.goto(f"{server.url}/#/submit")
+    page.wait_for_selector("#model option[value=sim]", state="attached")
+    page.wait_for_selector("#drop")
+    # Drop an image onto the page, as a person would drag one there.
+    page.evaluate(
+        """([name, bytes]) => {
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([new Uint8Array(bytes)], name, { type: 'image/png' }));
+            const drop = document.getElementById('drop');
+            drop.dispatchEvent(new DragEvent('drop', { dataTransfer: transfer, bubbles: true }));
+        }""",
+        [IMAGE_NAME, list(png())],
+    )
+    assert IMAGE_NAME in page.inner_text("#chosen")
+    page.fill("#extra", '{"sim_seconds": 0.5, "sim_steps": 2}')
+    page.fill("#conf", "0.3")
+    page.click("#submit-form button[type=submit]")
+    page.wait_for_selector("#watch figure[data-drawn=image]")
+    screenshot(page, "submit")
+
+    page.click("#watch a[href^='#/jobs/']")
+    figure = ".inference figure[data-drawn=image]"
+    page.wait_for_selector(figure)
+    assert int(page.get_attribute(f"{figure} canvas", "data-detections") or 0) > 0
+    drawn = page.eval_on_selector(
+        f"{figure} canvas",
+        """(canvas, colour) => {
+            const { width, height } = canvas;
+            const { data } = canvas.getContext('2d').getImageData(0, 0, width, height);
+            let other = 0;
+            for (let i = 0; i < data.length; i += 4) {
+                const far = Math.abs(data[i] - colour[0]) + Math.abs(data[i + 1] - colour[1])
+                    + Math.abs(data[i + 2] - colour[2]);
+                if (far > 60) other += 1;
+            }
+            return { other, total: data.length / 4 };
+        }""",
+        list(IMAGE_COLOUR),
+    )
+    assert 0 < drawn["other"] < drawn["total"], drawn  # the image, with boxes drawn over it
+    assert page.locator("table.detections tbody tr").count() >= 2
+    screenshot(page, "job-inference")
+    page.click(f"{figure} button")
+    page.wait_for_selector("#zoom[open] canvas")
+    screenshot(page, "job-inference-enlarged")
+
+
+def test_the_models_view_and_its_import_form(context: BrowserContext, server: Server) -> None:
+    page = signed_in(context, server)
+    page.goto(f"{server.url}/#/models")
+    page.wait_for_selector("table.models tbody tr")
+    assert "No models imported yet" in page.inner_text("table.models")
+    assert page.is_visible("label[for=model-file]")
+    screenshot(page, "models")
+
+
+def test_the_token_flow(context: BrowserContext, server: Server, api: httpx.Client) -> None:
+    page = context.new_page()
+    page.goto(f"{server.url}/")
+    page.wait_for_selector("#status:not([hidden])")
+    assert "401" in page.inner_text("#status")
+    assert page.locator("[data-lane]").count() == 0
+
+    page.fill("#token-input", "not-a-token")
+    page.click("#token-form button[type=submit]")
+    page.wait_for_function("() => document.getElementById('status').innerText.includes('401')")
+
+    page.fill("#token-input", JOBS_TOKEN)
+    page.click("#token-form button[type=submit]")
+    page.wait_for_selector("[data-lane='sim:0']")
+    assert page.is_hidden("#status")
+    page.reload()  # the token stays for the session
+    page.wait_for_selector("[data-lane='sim:0']")
+    assert page.input_value("#token-input") == JOBS_TOKEN
+
+    # A jobs token may not delete: the page says so.
+    job_id = submit(api, kind="inference", model="sim", inputs=["c.jpg"])
+    wait_terminal(api, job_id)
+    page.goto(f"{server.url}/#/jobs/{job_id}")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click(".job-head button.delete")
+    page.wait_for_function("() => document.getElementById('status').innerText.includes('403')")
+    assert api.get(f"/v1/jobs/{job_id}").status_code == 200
+
+    page.click("#token-clear")
+    page.wait_for_function("() => document.getElementById('status').innerText.includes('401')")
+    assert page.evaluate("() => sessionStorage.length") == 0
+
+
+def test_no_request_left_loopback(
+    context: BrowserContext, server: Server, network: Network
+) -> None:
+    origin = urlsplit(server.url).netloc
+    assert sum(urlsplit(url).netloc == origin for url in network.requested) > 20
+    assert network.aborted == [], f"the dashboard asked other hosts: {network.aborted}"
+    # The count counts: a request elsewhere is aborted and recorded.
+    page = context.new_page()
+    with pytest.raises(Exception, match="ERR_INTERNET_DISCONNECTED"):
+        page.goto("http://example.invalid/")
+    assert network.aborted == ["http://example.invalid/"]
