@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -134,6 +134,13 @@ def wait_terminal(api: httpx.Client, job_id: str) -> dict[str, Any]:
     return job
 
 
+def answering(body: dict[str, Any]) -> Callable[[Route], None]:
+    def fulfil(route: Route) -> None:
+        route.fulfill(json=body)
+
+    return fulfil
+
+
 def png(colour: tuple[int, int, int] = IMAGE_COLOUR) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (640, 480), colour).save(out, format="PNG")
@@ -182,6 +189,62 @@ def test_the_overview_lists_the_lanes(context: BrowserContext, server: Server) -
     assert page.is_visible("[data-tile=queue]")
     assert page.is_visible("[data-tile=refused]")
     screenshot(page, "overview")
+
+
+def test_the_overview_draws_gpu_gauges_and_sparklines(
+    context: BrowserContext, server: Server
+) -> None:
+    """This host has no GPU: the page is handed what a GPU host's API answers."""
+    gib = 1 << 30
+    lane = {
+        "id": "cuda:0",
+        "device_name": "NVIDIA H200",
+        "slots": 1,
+        "busy": 0,
+        "jobs": [],
+        "models": [],
+        "healthy": True,
+        "wedged": False,
+        "memory_used_bytes": 30 * gib,
+        "memory_total_bytes": 140 * gib,
+        "utilization_percent": 64,
+        "temperature_c": 58,
+        "power_w": 412.5,
+    }
+    samples = [
+        {
+            **{k: lane[k] for k in list(lane)[-5:]},
+            "at": 1_700_000_000 + 5 * i,
+            "utilization_percent": 10 * (i % 10),
+        }
+        for i in range(40)
+    ]
+    answers = {
+        "/v1/devices": {"runtime": "ultralytics", "devices": [lane]},
+        "/v1/devices/history": {
+            "enabled": True,
+            "interval_s": 5.0,
+            "devices": [{"id": "cuda:0", "samples": samples}],
+        },
+    }
+    page = context.new_page()
+    for path, body in answers.items():
+        page.route(f"{server.url}{path}", answering(body))
+    page.goto(f"{server.url}/")
+    page.fill("#token-input", ADMIN_TOKEN)
+    page.click("#token-form button[type=submit]")
+    page.wait_for_selector("[data-lane='cuda:0'] .gauges")
+    assert "NVIDIA H200" in page.inner_text("[data-lane='cuda:0']")
+    gauges = page.eval_on_selector_all("[data-gauge]", "els => els.map(e => e.dataset.gauge)")
+    assert gauges == ["memory", "utilization", "temperature", "power"]
+    assert "64 %" in page.inner_text("[data-gauge=utilization]")
+    assert page.get_attribute("[data-gauge=memory] meter", "value") == str(30 * gib)
+    assert page.locator("canvas.sparkline").count() == 4
+    assert "40 samples" in (
+        page.get_attribute("[data-gauge=utilization] canvas", "aria-label") or ""
+    )
+    assert page.locator("#no-telemetry").count() == 0
+    screenshot(page, "overview-gpu")
 
 
 def test_a_submitted_job_moves_and_succeeds_on_the_page(

@@ -121,6 +121,8 @@ async def test_device_history_serves_what_nvml_read(
     async with serve(create_app(settings, telemetry=telemetry)) as client, asyncio.timeout(10):
         while not (body := (await client.get("/v1/devices/history")).json())["devices"]:
             await asyncio.sleep(0.01)  # the first sample is taken at start, in a thread
+        [device] = (await client.get("/v1/devices")).json()["devices"]
+    assert device["device_name"] == "NVIDIA Fake 80GB"
     assert body["enabled"] is True
     [lane] = body["devices"]
     assert lane["id"] == "cuda:0"

@@ -27,6 +27,11 @@ class LanePublic(BaseModel):
         description="True once a job's thread here ignored a stop: no job starts here until "
         "the server restarts.",
     )
+    device_name: str | None = Field(
+        default=None,
+        description="The GPU's name, from NVML; null without.",
+        examples=["NVIDIA H200"],
+    )
     memory_used_bytes: int | None = Field(default=None, description="From NVML; null without.")
     memory_total_bytes: int | None = None
     utilization_percent: int | None = None
@@ -45,6 +50,7 @@ async def list_devices(services: ServicesDep) -> DeviceList:
     devices = []
     for lane in services.lanes:
         reading = await gpu_reading(services, lane)
+        device_name = await _gpu_name(services, lane) if reading else None
         devices.append(
             LanePublic(
                 id=lane.id,
@@ -56,6 +62,7 @@ async def list_devices(services: ServicesDep) -> DeviceList:
                 ],
                 healthy=lane.healthy,
                 wedged=lane.wedged,
+                device_name=device_name,
                 **(dataclasses.asdict(reading) if reading else {}),
             )
         )
@@ -66,6 +73,12 @@ async def gpu_reading(services: Services, lane: Lane) -> GpuReading | None:
     if services.telemetry is None or lane.gpu_index is None:
         return None
     return await anyio.to_thread.run_sync(services.telemetry.read, lane.gpu_index)  # may hang
+
+
+async def _gpu_name(services: Services, lane: Lane) -> str | None:
+    if services.telemetry is None or lane.gpu_index is None:
+        return None
+    return await anyio.to_thread.run_sync(services.telemetry.name, lane.gpu_index)
 
 
 class SamplePublic(BaseModel):

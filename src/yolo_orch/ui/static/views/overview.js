@@ -55,7 +55,7 @@ export function renderOverview(main) {
 
   function drawLanes() {
     const byLane = Object.fromEntries(history.devices.map((d) => [d.id, d.samples]));
-    lanesBox.replaceChildren(...devices.devices.map((lane) => laneCard(lane, byLane[lane.id] ?? [], jobs)));
+    lanesBox.replaceChildren(...devices.devices.map((lane) => laneCard(lane, byLane[lane.id] ?? [], jobs, devices.runtime)));
     if (!devices.devices.some((lane) => lane.memory_total_bytes !== null || byLane[lane.id]?.length)) {
       lanesBox.append(h('p', { class: 'note', id: 'no-telemetry' }, 'No GPU telemetry: NVML is not available on this host, or no lane is a GPU.'));
     }
@@ -96,12 +96,12 @@ function drawCounts(box, metrics) {
   );
 }
 
-function laneCard(lane, samples, jobs) {
+function laneCard(lane, samples, jobs, runtime) {
   const busy = lane.busy > 0;
   const status = !lane.healthy ? 'unhealthy' : lane.wedged ? 'wedged' : busy ? 'busy' : 'free';
   const card = h('article', { class: `lane lane-${status}`, 'data-lane': lane.id },
     h('header', {},
-      h('h3', {}, lane.id),
+      h('div', {}, h('h3', {}, lane.id), h('span', { class: 'muted device-name' }, lane.device_name ?? `${runtime} runtime`)),
       h('span', { class: `badge lane-status-${status}` }, `${status} · ${lane.busy}/${lane.slots} slot(s)`)),
   );
   const running = lane.jobs.map((id) => {
