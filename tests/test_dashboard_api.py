@@ -161,7 +161,7 @@ async def test_an_uploaded_image_is_served_back(client: httpx.AsyncClient) -> No
     assert served.content == image
     assert served.headers["content-type"] == "image/png"
     assert served.headers["x-content-type-options"] == "nosniff"
-    assert_problem(await client.get(f"/v1/jobs/{job_id}/inputs/1"), 404, "input_not_found")
+    assert_problem(await client.get(f"/v1/jobs/{job_id}/inputs/1"), 404, "upload_not_found")
     assert_problem(await client.get("/v1/jobs/nope/inputs/0"), 404, "job_not_found")
 
 
@@ -184,4 +184,4 @@ async def test_inputs_named_under_a_data_root_are_not_served(client: httpx.Async
             "/v1/jobs", json={"kind": "inference", "model": "sim", "inputs": ["a.jpg"]}
         )
     ).json()
-    assert_problem(await client.get(f"/v1/jobs/{job['id']}/inputs/0"), 404, "input_not_found")
+    assert_problem(await client.get(f"/v1/jobs/{job['id']}/inputs/0"), 404, "upload_not_found")

@@ -307,10 +307,10 @@ class VariantTampered(ModelTampered):
         self.variant_id = variant_id
 
 
-class InputNotFound(YoloOrchError):
+class UploadNotFound(YoloOrchError):
     """Only images uploaded with a job are served back; inputs named under a data root are not."""
 
-    code = "input_not_found"
+    code = "upload_not_found"
 
     def __init__(self, job_id: str, index: int) -> None:
         super().__init__(f"job {job_id} has no uploaded input image number {index}")

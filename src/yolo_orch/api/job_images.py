@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse
 
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses
-from yolo_orch.errors import InputNotFound
+from yolo_orch.errors import UploadNotFound
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -35,7 +35,7 @@ _LOCKED_DOWN = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": 
     "/{job_id}/inputs/{index}",
     summary="An uploaded input image",
     description="The `index`-th image uploaded with the job (POST /v1/jobs/inference), in the "
-    "order of the result's `images`. 404 `input_not_found` for inputs named under a data root.",
+    "order of the result's `images`. 404 `upload_not_found` for inputs named under a data root.",
     response_class=FileResponse,
     responses=problem_responses(404),
 )
@@ -53,7 +53,7 @@ async def get_input(
             services.files.uploaded_input, job_id, entry["path"], limiter=services.file_limiter
         )
     if path is None:
-        raise InputNotFound(job_id, index)
+        raise UploadNotFound(job_id, index)
     media_type = IMAGE_TYPES.get(path.suffix.lower())
     if media_type is None:
         return FileResponse(
