@@ -190,6 +190,12 @@ def test_the_overview_lists_the_lanes(context: BrowserContext, server: Server) -
     assert page.is_visible("[data-tile=refused]")
     screenshot(page, "overview")
 
+    background = "() => getComputedStyle(document.body).backgroundColor"
+    light = page.evaluate(background)
+    page.emulate_media(color_scheme="dark")  # the page follows prefers-color-scheme
+    assert page.evaluate(background) != light
+    screenshot(page, "overview-dark")
+
 
 def test_the_overview_draws_gpu_gauges_and_sparklines(
     context: BrowserContext, server: Server
@@ -372,11 +378,15 @@ def test_the_token_flow(context: BrowserContext, server: Server, api: httpx.Clie
     page.goto(f"{server.url}/")
     page.wait_for_selector("#status:not([hidden])")
     assert "401" in page.inner_text("#status")
+    assert "token is required" in page.inner_text("#status")
     assert page.locator("[data-lane]").count() == 0
 
     page.fill("#token-input", "not-a-token")
     page.click("#token-form button[type=submit]")
-    page.wait_for_function("() => document.getElementById('status').innerText.includes('401')")
+    page.wait_for_function(
+        "() => document.getElementById('status').innerText.includes('token is not valid')"
+    )
+    assert "401" in page.inner_text("#status")
 
     page.fill("#token-input", JOBS_TOKEN)
     page.click("#token-form button[type=submit]")
@@ -396,7 +406,9 @@ def test_the_token_flow(context: BrowserContext, server: Server, api: httpx.Clie
     assert api.get(f"/v1/jobs/{job_id}").status_code == 200
 
     page.click("#token-clear")
-    page.wait_for_function("() => document.getElementById('status').innerText.includes('401')")
+    page.wait_for_function(
+        "() => document.getElementById('status').innerText.includes('token is required')"
+    )
     assert page.evaluate("() => sessionStorage.length") == 0
 
 

@@ -37,7 +37,9 @@ export function renderJobs(main) {
     }
     try {
       const page = await getJson(query());
-      body.append(...page.jobs.map(row));
+      // A job the stream showed while this page was on its way is already listed.
+      const fresh = page.jobs.filter((job) => !body.querySelector(`tr[data-job="${job.id}"]`));
+      body.append(...fresh.map(row));
       cursor = page.next_cursor;
       more.hidden = !cursor;
       if (!body.children.length) body.append(h('tr', { class: 'none' }, h('td', { colspan: 7 }, empty('No jobs.'))));
