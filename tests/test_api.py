@@ -420,9 +420,11 @@ async def test_head_answers_every_get_route_like_get_without_a_body(
     job = (await client.post("/v1/jobs", json=sim_job())).json()
     await wait_terminal(client, job["id"])
     spec = (await client.get("/openapi.json")).json()
-    values = {"job_id": job["id"], "ref": "nope", "name": "nope"}
+    values = {"job_id": job["id"], "ref": "nope", "name": "nope", "index": 0}
     paths = [
-        path.format(**values) for path, operations in spec["paths"].items() if "get" in operations
+        path.format(**values)
+        for path, operations in spec["paths"].items()
+        if "get" in operations and path != "/v1/events"  # a stream that never ends
     ]
     assert len(paths) > 10, paths
     for path in [*paths, "/docs", "/redoc", "/v1/jobs/nope"]:

@@ -34,6 +34,7 @@ class FakeGpu:
     uncorrected_ecc: int = 0
     pages_pending: int = 0
     remapped_rows: tuple[int, int, int, int] = (0, 0, 0, 0)
+    name: bytes = b"NVIDIA Fake 80GB"
 
 
 class FakeNvml:
@@ -87,6 +88,10 @@ class FakeNvml:
         assert sensor == self.NVML_TEMPERATURE_GPU
         self._check(gpu, "nvmlDeviceGetTemperature")
         return gpu.temperature
+
+    def nvmlDeviceGetName(self, gpu: FakeGpu) -> bytes:
+        self._check(gpu, "nvmlDeviceGetName")
+        return gpu.name
 
     def nvmlDeviceGetPowerUsage(self, gpu: FakeGpu) -> int:
         self._check(gpu, "nvmlDeviceGetPowerUsage")

@@ -16,7 +16,8 @@ from fastapi import FastAPI
 
 from yolo_orch import __version__
 from yolo_orch.admission import Lanes
-from yolo_orch.api import devices, health, jobs, registry, submit
+from yolo_orch.api import devices, health, job_images, jobs, registry, submit
+from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
@@ -48,6 +49,8 @@ from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryM
 from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
 from yolo_orch.store.sqlite_registry import SQLiteModelStore
 from yolo_orch.telemetry import GpuTelemetry
+from yolo_orch.telemetry_history import TelemetryHistory, gpu_sampler
+from yolo_orch.ui import install_ui
 from yolo_orch.weights import CheckpointInfo
 
 log = logging.getLogger(__name__)
@@ -83,10 +86,11 @@ def create_app(
         docs_require_token=settings.docs_require_token,
     )
     install_docs(app)  # from the package's own assets: no CDN
+    install_ui(app)  # the dashboard, at / and /ui, also from the package
     install_problem_handlers(app)
     install_problem_openapi(app, tokens.needs_token if tokens.enabled else None)
     routers = (submit.router, jobs.router, registry.router, devices.router, health.router)
-    for router in (*routers, metrics_api.router):
+    for router in (*routers, events_api.router, job_images.router, metrics_api.router):
         app.include_router(router)
     # The last added runs first: HEAD becomes GET, then the token is checked, then the body's
     # size, all before the app reads anything.
@@ -202,6 +206,15 @@ async def _start(
         )
         stack.callback(watcher.cancel)
 
+    telemetry_history = TelemetryHistory(
+        gpu_sampler(lanes, telemetry),
+        interval_s=settings.telemetry_history_interval_s,
+        samples=settings.telemetry_history_samples,
+    )
+    if telemetry_history.enabled:
+        sampling = asyncio.create_task(telemetry_history.run(), name="telemetry-history")
+        stack.push_async_callback(_cancelled, sampling)
+
     async def stop() -> None:
         service.draining = True
         await dispatcher.drain(settings.shutdown_grace_s)
@@ -231,6 +244,7 @@ async def _start(
         walk_limiter=walk_limiter,
         retention=retention,
         disk=DiskGuard(_storage_places(settings), settings.min_free_bytes, free_space),
+        telemetry_history=telemetry_history,
     )
 
 

@@ -232,6 +232,12 @@ class Settings(BaseSettings):
     gpu_health_interval_s: float = Field(
         default=30.0, gt=0, description="How often each GPU's health is read from NVML."
     )
+    telemetry_history_interval_s: float = Field(
+        default=5.0, gt=0, description="How often the dashboard's GPU history is sampled."
+    )
+    telemetry_history_samples: int = Field(
+        default=120, ge=1, le=10_000, description="Samples kept per GPU (in memory only)."
+    )
     tokens: list[Token] = Field(
         default_factory=list,
         description="Bearer tokens (hashes) allowed on /v1; none: no authentication.",

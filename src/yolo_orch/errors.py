@@ -305,3 +305,12 @@ class VariantTampered(ModelTampered):
         self.message = f"variant {variant_id}: {cause.message}"
         self.args = (self.message,)
         self.variant_id = variant_id
+
+
+class UploadNotFound(YoloOrchError):
+    """Only images uploaded with a job are served back; inputs named under a data root are not."""
+
+    code = "upload_not_found"
+
+    def __init__(self, job_id: str, index: int) -> None:
+        super().__init__(f"job {job_id} has no uploaded input image number {index}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict, defaultdict, deque
 from datetime import datetime
 
 from yolo_orch.domain import Job, JobFilter, JobKind, NewJob, Outcome, Page, Progress, QueueOrder
@@ -17,13 +17,21 @@ from yolo_orch.store.base import JobStore
 
 
 class JobEvents:
-    def __init__(self, remembered_jobs: int = 100_000) -> None:
+    def __init__(self, remembered_jobs: int = 100_000, logged_changes: int = 10_000) -> None:
         self._counter = int(time.time() * 1000)
         self._versions: OrderedDict[str, int] = OrderedDict()
         """Latest event id per job, for the most recently changed jobs only: a job forgotten
         here just gets its current state sent again, which is always correct."""
         self._remembered = remembered_jobs
         self._changed: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self._log: deque[tuple[int, str]] = deque(maxlen=logged_changes)
+        """The latest changes of all jobs, (event id, job id), for the server-wide stream."""
+        self._any = asyncio.Event()
+
+    @property
+    def latest(self) -> int:
+        """The id of the latest change of any job."""
+        return self._counter
 
     def version(self, job_id: str) -> int:
         """The id of the latest change seen for `job_id` (0: none since this process began)."""
@@ -38,6 +46,28 @@ class JobEvents:
         event = self._changed.pop(job_id, None)
         if event is not None:
             event.set()
+        self._log.append((self._counter, job_id))
+        self._any.set()
+        self._any = asyncio.Event()
+
+    def changed_since(self, seen: int) -> list[str] | None:
+        """The jobs changed after event `seen`, each once, in the order of their latest change;
+        None when `seen` is not an id of this process's log (too old, or from elsewhere)."""
+        if seen == self._counter:
+            return []
+        if seen > self._counter or not self._log or seen < self._log[0][0] - 1:
+            return None
+        latest: dict[str, int] = {}
+        for event_id, job_id in reversed(self._log):
+            if event_id <= seen:
+                break
+            latest.setdefault(job_id, event_id)
+        return sorted(latest, key=latest.__getitem__)
+
+    async def wait_for_any(self, seen: int) -> None:
+        """Until any job changes after event `seen`."""
+        if self._counter == seen:
+            await self._any.wait()
 
     async def wait_for_change(self, job_id: str, seen: int, timeout_s: float | None = None) -> bool:
         """Wait until `job_id` changes after version `seen` (for ever when `timeout_s` is None);

@@ -84,6 +84,14 @@ class JobFiles:
         path = self.workdir(job_id) / ARTIFACTS_DIR / name
         return path if path.is_file() else None
 
+    def uploaded_input(self, job_id: str, path: str) -> Path | None:
+        """`path` (a job's `files` entry) when it is an image uploaded with that job. Blocking."""
+        folder = self.inputs_dir(job_id).resolve()
+        candidate = Path(path).resolve()
+        if candidate.parent != folder or not candidate.is_file():
+            return None
+        return candidate
+
     def note_abandoned(self, job_ids: list[str]) -> None:
         """Which jobs a graceful stop left running: at the next start they are requeued like
         any interrupted job, but they did not crash anything."""

@@ -149,7 +149,9 @@ class JobService:
             self._check_buildable(ExportFormat(params["format"]), half=params["half"])
             if "dataset" in spec:  # int8 calibration images, of the model's task
                 spec["dataset_path"] = str(await self._checked_dataset(spec, task))
-        elif model_id is None and new.model == SIM_MODEL:
+        elif (
+            model_id is None and new.model == SIM_MODEL and "files" not in spec
+        ):  # uploads keep theirs
             spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
         elif new.kind is JobKind.INFERENCE and "files" not in spec:
             inputs: list[str] = spec["inputs"]

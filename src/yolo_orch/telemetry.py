@@ -100,6 +100,18 @@ class GpuTelemetry:
             power_w=None if milliwatts is None else round(milliwatts / 1000, 1),
         )
 
+    def name(self, device: int | str) -> str | None:
+        """The product name of `device` ("NVIDIA H100 80GB HBM3"); None when NVML cannot tell."""
+        nvml = self._start()
+        if nvml is None:
+            return None
+        try:
+            value = nvml.nvmlDeviceGetName(self._handle(nvml, device))
+        except Exception as exc:
+            log.debug("no NVML name for %r: %s", device, exc)
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
     def health(self, device: int | str) -> bool:
         """False when the device is lost or needs a reset (see the module's notes); True when it
         looks fine or NVML cannot tell."""

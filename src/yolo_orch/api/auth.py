@@ -1,7 +1,8 @@
 """Bearer tokens with scopes. The server keeps only SHA-256 hashes of the tokens
 (`yolo-orch token create` makes one) and compares them in constant time.
 
-Once any token is configured, every path needs one except the probes, the API pages' assets, and
+Once any token is configured, every path needs one except the probes, the API pages' assets, the
+dashboard's page and files (`/`, `/ui`; it asks for a token and sends it to the API), and
 what the settings open (`/metrics` with `metrics_public`; `/docs`, `/redoc` and `/openapi.json`
 unless `docs_require_token`). The token is checked by `BearerAuth`, in front of the app, so that
 a request without a valid one is answered 401 before anything reads or parses its body; the
@@ -22,6 +23,7 @@ from yolo_orch.api.docs import ASSETS_URL
 from yolo_orch.api.problems import error_response
 from yolo_orch.config import Scope, Token
 from yolo_orch.errors import Forbidden, Unauthorized
+from yolo_orch.ui import UI_ASSETS_URL, UI_PATHS
 
 PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 DOCS_PATHS = frozenset({"/docs", "/redoc", "/openapi.json"})
@@ -36,7 +38,7 @@ class TokenCheck:
         self, tokens: Sequence[Token], *, metrics_public: bool, docs_require_token: bool
     ) -> None:
         self._tokens = tuple(tokens)
-        open_paths = set(PROBE_PATHS)
+        open_paths = set(PROBE_PATHS) | UI_PATHS  # the dashboard holds no data: the API does
         if metrics_public:
             open_paths.add("/metrics")
         if not docs_require_token:
@@ -51,7 +53,9 @@ class TokenCheck:
         if not self._tokens:
             return False
         path = path.rstrip("/") or "/"
-        return path not in self._open and not path.startswith(f"{ASSETS_URL}/")
+        return path not in self._open and not path.startswith(
+            (f"{ASSETS_URL}/", f"{UI_ASSETS_URL}/")
+        )
 
     def scopes(self, authorization: str) -> frozenset[Scope]:
         """The scopes the token in an `Authorization` header grants; `Unauthorized` when there

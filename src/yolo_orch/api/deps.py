@@ -22,6 +22,7 @@ from yolo_orch.runners.base import Runtime
 from yolo_orch.service import JobService
 from yolo_orch.store.base import JobStore
 from yolo_orch.telemetry import GpuTelemetry
+from yolo_orch.telemetry_history import TelemetryHistory
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Services:
     """The threads for request-time file work (see `JobService`)."""
     retention: Retention
     disk: DiskGuard
+    telemetry_history: TelemetryHistory
 
 
 # Dependencies are async so FastAPI runs them on the loop, not in a worker thread each.

@@ -27,6 +27,11 @@ class LanePublic(BaseModel):
         description="True once a job's thread here ignored a stop: no job starts here until "
         "the server restarts.",
     )
+    device_name: str | None = Field(
+        default=None,
+        description="The GPU's name, from NVML; null without.",
+        examples=["NVIDIA H200"],
+    )
     memory_used_bytes: int | None = Field(default=None, description="From NVML; null without.")
     memory_total_bytes: int | None = None
     utilization_percent: int | None = None
@@ -45,6 +50,7 @@ async def list_devices(services: ServicesDep) -> DeviceList:
     devices = []
     for lane in services.lanes:
         reading = await gpu_reading(services, lane)
+        device_name = await _gpu_name(services, lane) if reading else None
         devices.append(
             LanePublic(
                 id=lane.id,
@@ -56,6 +62,7 @@ async def list_devices(services: ServicesDep) -> DeviceList:
                 ],
                 healthy=lane.healthy,
                 wedged=lane.wedged,
+                device_name=device_name,
                 **(dataclasses.asdict(reading) if reading else {}),
             )
         )
@@ -66,3 +73,55 @@ async def gpu_reading(services: Services, lane: Lane) -> GpuReading | None:
     if services.telemetry is None or lane.gpu_index is None:
         return None
     return await anyio.to_thread.run_sync(services.telemetry.read, lane.gpu_index)  # may hang
+
+
+async def _gpu_name(services: Services, lane: Lane) -> str | None:
+    if services.telemetry is None or lane.gpu_index is None:
+        return None
+    return await anyio.to_thread.run_sync(services.telemetry.name, lane.gpu_index)
+
+
+class SamplePublic(BaseModel):
+    at: float = Field(description="Unix time, seconds.")
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    utilization_percent: int | None
+    temperature_c: int | None
+    power_w: float | None
+
+
+class LaneHistory(BaseModel):
+    id: str
+    samples: list[SamplePublic] = Field(description="Oldest first.")
+
+
+class DeviceHistory(BaseModel):
+    enabled: bool = Field(description="False without NVML or without a lane on a GPU.")
+    interval_s: float
+    devices: list[LaneHistory]
+
+
+@router.get(
+    "/history",
+    response_model=DeviceHistory,
+    summary="The last minutes of each GPU's readings",
+    description="Sampled from NVML every `telemetry_history_interval_s`, the last "
+    "`telemetry_history_samples` kept in memory per lane (a restart forgets them). Empty "
+    "without NVML or a GPU.",
+)
+async def device_history(services: ServicesDep) -> DeviceHistory:
+    history = services.telemetry_history
+    return DeviceHistory(
+        enabled=history.enabled,
+        interval_s=history.interval_s,
+        devices=[
+            LaneHistory(
+                id=lane,
+                samples=[
+                    SamplePublic(at=sample.at, **dataclasses.asdict(sample.reading))
+                    for sample in samples
+                ],
+            )
+            for lane, samples in history.history().items()
+        ],
+    )

@@ -3,12 +3,14 @@ GPU. Every failure path of the real runners can be asked for with `params.sim_fa
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
 
 from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
 from yolo_orch.errors import JobCancelled
+from yolo_orch.jobfiles import METRICS_FILE, write_atomic
 from yolo_orch.runners.base import RunContext, Runner
 
 CRASH_EXIT_CODE = 70
@@ -56,6 +58,10 @@ class SimulatedRunner:
             if ctx.should_cancel():
                 raise JobCancelled()
             time.sleep(seconds / steps)
+            if ctx.job.kind is JobKind.TRAINING:  # a step is an epoch: its metrics, as training's
+                write_atomic(
+                    ctx.workdir / METRICS_FILE, json.dumps(_history(steps)[:step]).encode()
+                )
             ctx.report_progress(Progress(step, steps, "steps"))
             if step * 2 >= steps:
                 if failure == "error":
@@ -124,10 +130,34 @@ def _training_result(job_id: str, epochs: int) -> JobResult:
             "model": None,
             "epochs": epochs,
             "metrics": metrics,
-            "history": [],
+            "history": _history(epochs),
             "artifacts": [],
         },
     )
+
+
+def _history(epochs: int) -> list[JsonObject]:
+    """Falling losses and rising scores, one entry per epoch, in the shape real training writes."""
+    return [
+        {
+            "epoch": epoch,
+            "train_loss": _losses(3.0 / (1 + 0.5 * epoch)),
+            "val_loss": _losses(3.2 / (1 + 0.4 * epoch)),
+            "precision": round(0.9 - 0.6 / epoch, 4),
+            "recall": round(0.85 - 0.6 / epoch, 4),
+            "mAP50": round(0.8 - 0.6 / epoch, 4),
+            "mAP50-95": round(0.55 - 0.45 / epoch, 4),
+        }
+        for epoch in range(1, epochs + 1)
+    ]
+
+
+def _losses(total: float) -> JsonObject:
+    return {
+        "box_loss": round(total * 0.4, 5),
+        "cls_loss": round(total * 0.35, 5),
+        "dfl_loss": round(total * 0.25, 5),
+    }
 
 
 def _validation_result(job_id: str, split: str) -> JobResult:

@@ -1,0 +1,62 @@
+"""GET /v1/jobs/{id}/inputs/{index}: an image uploaded with an inference job, for the dashboard
+to draw the job's detections over. Only files in the job's own `inputs/` folder are served:
+inputs named under a data root stay on the server."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio.to_thread
+from fastapi import APIRouter, Path
+from fastapi.responses import FileResponse
+
+from yolo_orch.api.deps import ServicesDep
+from yolo_orch.api.problems import problem_responses
+from yolo_orch.errors import UploadNotFound
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+IMAGE_TYPES = {
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".png": "image/png",
+    ".webp": "image/webp",
+    ".bmp": "image/bmp",
+    ".gif": "image/gif",
+    ".tif": "image/tiff",
+    ".tiff": "image/tiff",
+}
+"""Anything else is sent as bytes to save: an upload named `x.html` must never run as a page of
+this origin, where the dashboard keeps its token."""
+_LOCKED_DOWN = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox"}
+
+
+@router.get(
+    "/{job_id}/inputs/{index}",
+    summary="An uploaded input image",
+    description="The `index`-th image uploaded with the job (POST /v1/jobs/inference), in the "
+    "order of the result's `images`. 404 `upload_not_found` for inputs named under a data root.",
+    response_class=FileResponse,
+    responses=problem_responses(404),
+)
+async def get_input(
+    job_id: Annotated[str, Path(max_length=64)],
+    index: Annotated[int, Path(ge=0, le=2**31)],
+    services: ServicesDep,
+) -> FileResponse:
+    job = await services.jobs.get(job_id)
+    files = job.spec.get("files") or []
+    entry = files[index] if index < len(files) else None
+    path = None
+    if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+        path = await anyio.to_thread.run_sync(
+            services.files.uploaded_input, job_id, entry["path"], limiter=services.file_limiter
+        )
+    if path is None:
+        raise UploadNotFound(job_id, index)
+    media_type = IMAGE_TYPES.get(path.suffix.lower())
+    if media_type is None:
+        return FileResponse(
+            path, media_type="application/octet-stream", filename=path.name, headers=_LOCKED_DOWN
+        )
+    return FileResponse(path, media_type=media_type, headers=_LOCKED_DOWN)

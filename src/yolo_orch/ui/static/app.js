@@ -1,0 +1,77 @@
+// The dashboard: a hash router over five views, the token field and the status line.
+import { onAuthProblem, token } from './api.js';
+import { h } from './dom.js';
+import { startLive } from './live.js';
+import { showStatus } from './status.js';
+import { renderJob } from './views/job.js';
+import { renderJobs } from './views/jobs.js';
+import { renderModels } from './views/models.js';
+import { renderOverview } from './views/overview.js';
+import { renderSubmit } from './views/submit.js';
+
+const main = document.getElementById('view');
+let cleanup = null;
+
+const ROUTES = [
+  [/^#?\/?$/, 'overview', () => renderOverview],
+  [/^#\/jobs\/?$/, 'jobs', () => renderJobs],
+  [/^#\/jobs\/([\w-]+)$/, 'jobs', (match) => (el) => renderJob(el, match[1])],
+  [/^#\/models\/?$/, 'models', () => renderModels],
+  [/^#\/submit\/?$/, 'submit', () => renderSubmit],
+];
+
+function route() {
+  cleanup?.();
+  cleanup = null;
+  showStatus('');
+  const hash = window.location.hash;
+  for (const [pattern, view, make] of ROUTES) {
+    const match = hash.match(pattern);
+    if (!match) continue;
+    for (const link of document.querySelectorAll('nav a')) {
+      link.toggleAttribute('aria-current', link.dataset.view === view);
+    }
+    main.replaceChildren();
+    main.dataset.view = view;
+    cleanup = make(match)(main) ?? null;
+    return;
+  }
+  main.replaceChildren(h('p', {}, 'No such page. ', h('a', { href: '#/' }, 'Overview')));
+}
+
+function setLive(state) {
+  const indicator = document.getElementById('live');
+  indicator.dataset.state = state;
+  indicator.textContent = { live: '● live', connecting: '○ connecting', reconnecting: '○ reconnecting', off: '✗ not live' }[state];
+}
+
+onAuthProblem((error) => {
+  const what = error.status === 401
+    ? 'the server wants a valid token (401). Enter one in the Token field.'
+    : "this token's scope does not allow that (403).";
+  showStatus(`${what} ${error.problem?.detail ?? ''}`.trim());
+});
+
+const form = document.getElementById('token-form');
+const input = document.getElementById('token-input');
+input.value = token.get();
+form.addEventListener('submit', (event) => {
+  event.preventDefault();
+  if (input.value.trim()) token.set(input.value.trim());
+  else token.clear();
+  startLive(setLive);
+  route();
+});
+document.getElementById('token-clear').addEventListener('click', () => {
+  token.clear();
+  input.value = '';
+  startLive(setLive);
+  route();
+});
+
+document.getElementById('zoom').addEventListener('click', (event) => {
+  if (event.target.id === 'zoom') event.target.close(); // a click beside the image
+});
+window.addEventListener('hashchange', route);
+startLive(setLive);
+route();

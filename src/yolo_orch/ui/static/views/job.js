@@ -1,0 +1,192 @@
+// One job: parameters, timeline, error, live log tail, and what its kind produced
+// (training curves, validation scores, inference pictures, the exported variant), artifacts.
+import { download, follow, getJson, request } from '../api.js';
+import { lineChart } from '../charts.js';
+import { definitionList, empty, fmtBytes, fmtDuration, fmtTime, h, progressBar, section, shortId, stateBadge, TERMINAL } from '../dom.js';
+import { jobActions } from './actions.js';
+import { inferenceResults } from './results.js';
+
+export function renderJob(main, jobId) {
+  const controller = new AbortController();
+  const head = h('div', { class: 'job-head' });
+  const facts = h('div', { class: 'facts' });
+  const kindBox = h('div', {});
+  const logBox = h('pre', { class: 'log', id: 'log', tabindex: 0, 'aria-label': 'Job log' });
+  const artifactsBox = h('div', {});
+  main.append(
+    h('h1', {}, 'Job ', h('span', { class: 'mono' }, shortId(jobId))),
+    head, facts, kindBox,
+    section('Log', logBox),
+    section('Artifacts', artifactsBox),
+  );
+  let job = null;
+  let shownFinished = false;
+  let charts = null;
+  const refreshLog = throttle(async () => {
+    try {
+      const text = await (await request(`/v1/jobs/${jobId}/logs`)).text();
+      const atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 8;
+      logBox.textContent = text.split('\n').slice(-400).join('\n') || '(empty)';
+      if (atEnd) logBox.scrollTop = logBox.scrollHeight;
+    } catch (error) {
+      logBox.textContent = `Could not read the log: ${error.message}`;
+    }
+  }, 1000);
+  const refreshCurves = throttle(async () => {
+    const history = await getJson(`/v1/jobs/${jobId}/metrics`);
+    charts?.update(history);
+  }, 1000);
+
+  function show(next) {
+    const first = job === null;
+    job = next;
+    head.replaceChildren(stateBadge(job.state, job.cancel_requested), ' ', progressBar(job), ' ',
+      jobActions(job, { onDeleted: () => { window.location.hash = '#/jobs'; } }));
+    facts.replaceChildren(parameters(job), timeline(job));
+    if (job.error) facts.append(section('Error', definitionList([['code', job.error.code], ['message', job.error.message]])));
+    if (first && job.kind === 'training') {
+      charts = trainingCharts(kindBox);
+    }
+    if (job.kind === 'training') refreshCurves();
+    refreshLog();
+    if (TERMINAL.has(job.state) && !shownFinished) {
+      shownFinished = true;
+      finished(job);
+    }
+  }
+
+  async function finished(done) {
+    loadArtifacts(jobId, artifactsBox);
+    if (done.state !== 'succeeded') return;
+    if (done.kind === 'inference') kindBox.append(section('Images', inferenceResults(jobId)));
+    if (done.kind === 'validation') kindBox.append(await validation(jobId));
+    if (done.kind === 'export') kindBox.append(exported(done));
+  }
+
+  getJson(`/v1/jobs/${jobId}`).then((current) => {
+    show(current);
+    if (!TERMINAL.has(current.state)) {
+      follow(`/v1/jobs/${jobId}/events`, {
+        signal: controller.signal,
+        endless: false,
+        onEvent: (_type, data) => show(data),
+      });
+    }
+  }).catch((error) => {
+    head.replaceChildren(empty(error.status === 404 ? 'No such job (it may have been deleted).' : `Could not read the job: ${error.message}`));
+  });
+  return () => {
+    controller.abort();
+    charts?.destroy();
+  };
+}
+
+function parameters(job) {
+  const entries = [['kind', job.kind], ['model', job.model], ['priority', job.priority], ['GPUs', job.gpus]];
+  if (job.inputs) entries.push(['inputs', job.inputs.length > 6 ? `${job.inputs.slice(0, 6).join(', ')} … (${job.inputs.length})` : job.inputs.join(', ')]);
+  if (job.dataset) entries.push(['dataset', job.dataset]);
+  if (job.split) entries.push(['split', job.split]);
+  entries.push(['params', h('code', {}, JSON.stringify(job.params))]);
+  return section('Parameters', definitionList(entries));
+}
+
+function timeline(job) {
+  return section('Timeline', definitionList([
+    ['created', fmtTime(job.created_at)],
+    ['started', fmtTime(job.started_at)],
+    ['attempts', `${job.attempt} of ${job.max_attempts}`],
+    ['devices', job.devices.join(', ') || '–'],
+    ['finished', fmtTime(job.finished_at)],
+    ['ran for', job.started_at ? fmtDuration(job.started_at, job.finished_at) : '–'],
+  ]));
+}
+
+const lossTotal = (loss) => (loss && typeof loss === 'object'
+  ? Object.values(loss).reduce((a, b) => a + b, 0)
+  : loss ?? null);
+
+function trainingCharts(box) {
+  const lossEl = h('div', { class: 'chart', id: 'loss-chart' });
+  const scoreEl = h('div', { class: 'chart', id: 'score-chart' });
+  const note = h('p', { class: 'muted' }, 'Waiting for the first epoch…');
+  box.append(section('Training curves', note, h('div', { class: 'charts' }, lossEl, scoreEl)));
+  const losses = lineChart(lossEl, 'Loss per epoch (sum of parts)', 'epoch', ['train loss', 'val loss']);
+  const scores = lineChart(scoreEl, 'Scores per epoch', 'epoch', ['mAP50', 'mAP50-95', 'precision', 'recall']);
+  return {
+    update(history) {
+      if (!history.length) return;
+      note.textContent = `${history.length} epoch(s).`;
+      const epochs = history.map((e) => e.epoch);
+      losses.update([epochs, history.map((e) => lossTotal(e.train_loss)), history.map((e) => lossTotal(e.val_loss))]);
+      scores.update([epochs, ...['mAP50', 'mAP50-95', 'precision', 'recall'].map((k) => history.map((e) => e[k] ?? null))]);
+      lossEl.dataset.points = scoreEl.dataset.points = String(history.length);
+    },
+    destroy() {
+      losses.destroy();
+      scores.destroy();
+    },
+  };
+}
+
+async function validation(jobId) {
+  const result = await getJson(`/v1/jobs/${jobId}/result`);
+  const metrics = Object.entries(result.metrics ?? {}).map(([k, v]) => [k, v === null ? '–' : Number(v).toFixed(4)]);
+  const box = section('Validation', definitionList([['split', result.split], ['images', result.images], ...metrics]));
+  const plot = (result.artifacts ?? []).find((name) => /confusion_matrix.*\.png$/.test(name));
+  if (plot) {
+    const img = h('img', { class: 'plot', alt: `Confusion matrix (${plot})` });
+    box.append(h('h3', {}, 'Confusion matrix'), img);
+    request(`/v1/jobs/${jobId}/artifacts/${encodeURIComponent(plot)}`)
+      .then((r) => r.blob()).then((blob) => { img.src = URL.createObjectURL(blob); });
+  } else if (result.confusion_matrix) {
+    box.append(h('h3', {}, 'Confusion matrix'), matrixTable(result.confusion_matrix));
+  }
+  return box;
+}
+
+function matrixTable({ names, matrix }) {
+  return h('div', { class: 'scroll' }, h('table', { class: 'matrix' },
+    h('caption', {}, 'rows: predicted, columns: true'),
+    h('thead', {}, h('tr', {}, h('th', {}, ''), names.map((n) => h('th', { scope: 'col' }, n)))),
+    h('tbody', {}, matrix.map((row, i) => h('tr', {}, h('th', { scope: 'row' }, names[i]), row.map((v) => h('td', {}, String(v))))))));
+}
+
+function exported(job) {
+  const summary = job.result ?? {};
+  return section('Export', definitionList([
+    ['format', summary.format],
+    ['variant', summary.variant_id ? h('span', { class: 'mono' }, summary.variant_id) : 'none (simulated)'],
+    ['model', summary.model_id ? h('a', { href: '#/models' }, summary.model_id) : '–'],
+  ]));
+}
+
+async function loadArtifacts(jobId, box) {
+  try {
+    const { artifacts } = await getJson(`/v1/jobs/${jobId}/artifacts`);
+    box.replaceChildren(artifacts.length
+      ? h('ul', { class: 'artifacts' }, artifacts.map((a) => h('li', {},
+        h('button', { type: 'button', class: 'small', onclick: () => download(a.url, a.name) }, `Download ${a.name}`),
+        ` ${fmtBytes(a.size_bytes)}`)))
+      : empty('No artifacts.'));
+  } catch (error) {
+    box.replaceChildren(empty(`Could not list artifacts: ${error.message}`));
+  }
+}
+
+function throttle(fn, ms) {
+  let last = 0;
+  let timer = null;
+  return () => {
+    const wait = last + ms - Date.now();
+    if (wait <= 0) {
+      last = Date.now();
+      fn();
+    } else if (!timer) {
+      timer = setTimeout(() => {
+        timer = null;
+        last = Date.now();
+        fn();
+      }, wait);
+    }
+  };
+}
