@@ -14,6 +14,7 @@ from yolo_orch.config import Settings
 from yolo_orch.diskguard import DiskGuard
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents
+from yolo_orch.executor import ClusterView
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.metrics import Metrics
 from yolo_orch.registry import ModelRegistry
@@ -44,6 +45,8 @@ class Services:
     """The threads for request-time file work (see `JobService`)."""
     retention: Retention
     disk: DiskGuard
+    cluster: ClusterView | None = None
+    """With `executor = "ray"`: the cluster's nodes and whether its head answers."""
 
 
 # Dependencies are async so FastAPI runs them on the loop, not in a worker thread each.
