@@ -56,7 +56,12 @@ async def test_lanes_are_the_gpus_of_the_nodes_and_jobs_run_there(
     settings_factory: Callable[..., Settings], cluster: Any
 ) -> None:
     async with serve(create_app(ray_settings(settings_factory, cluster))) as client:
-        lanes = [device["id"] for device in (await client.get("/v1/devices")).json()["devices"]]
+        listing = (await client.get("/v1/devices")).json()
+        lanes = [device["id"] for device in listing["devices"]]
+        by_node = {node["name"]: node["lanes"] for node in listing["nodes"] if node["lanes"]}
+        assert sorted(lane for node_lanes in by_node.values() for lane in node_lanes) == sorted(
+            lanes
+        )
         nodes = {node_of(lane) for lane in lanes}
         assert len(nodes) == 2
         assert sorted(lane.rpartition("/")[2] for lane in lanes) == [
@@ -131,3 +136,20 @@ async def test_a_job_on_a_node_that_is_lost_runs_again_elsewhere(
         await client.post(f"/v1/jobs/{job['id']}/cancel")
         devices = (await client.get("/v1/devices")).json()["devices"]
         assert {node_of(device["id"]) for device in devices} == {node_of(again["devices"][0])}
+
+
+async def test_a_job_that_kills_its_worker_every_time_ends_interrupted(
+    settings_factory: Callable[..., Settings], cluster: Any
+) -> None:
+    """The poison job, on a cluster: its node's worker dies at each attempt, the server never
+    does, and the jobs beside it succeed."""
+    async with serve(create_app(ray_settings(settings_factory, cluster))) as client:
+        poison = (await client.post("/v1/jobs", json=sim_job(params={"sim_fail": "crash"}))).json()
+        fine = (await client.post("/v1/jobs", json=sim_job())).json()
+        done = await wait_terminal(client, poison["id"], deadline_s=60)
+        assert (done["state"], done["error"]["code"], done["attempt"]) == (
+            "failed",
+            "interrupted",
+            3,
+        )
+        assert (await wait_terminal(client, fine["id"], deadline_s=30))["state"] == "succeeded"

@@ -14,7 +14,13 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from ray.exceptions import RayError, RayTaskError, TaskCancelledError
+from ray.exceptions import (
+    NodeDiedError,
+    RayError,
+    RayTaskError,
+    TaskCancelledError,
+    TaskUnschedulableError,
+)
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import ray
@@ -43,6 +49,8 @@ WeightsOf = Callable[[Job], Awaitable[tuple[str, str, Path] | None]]
 
 _SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})
 """Job folder files the server writes itself: they never travel to a node."""
+_NODE_GONE = (NodeDiedError, TaskUnschedulableError)
+"""What Ray raises for a run whose node is gone (or that can no longer be placed there)."""
 _CANCEL_POLL_S = 0.05
 _PARCELS_KEPT = 4
 
@@ -133,7 +141,10 @@ class RayExecutor:
         except RayError as exc:
             if ctx.should_cancel():
                 raise JobCancelled() from None
-            self._cluster.lose(node.name)
+            if isinstance(exc, _NODE_GONE):
+                self._cluster.lose(node.name)
+            else:  # its worker died, maybe with its node: ask before the job is admitted again
+                await self._cluster.refresh()
             raise RunLost(f"its run on node {node.name} was lost: {type(exc).__name__}") from None
         raise RunLost(f"its run on node {node.name} ended without an outcome")
 
