@@ -12,11 +12,12 @@ import shutil
 import subprocess
 import sys
 
-from tests.ray.conftest import loopback_only
+from tests.ray.fixtures import loopback_only
 
 
 def main() -> int:
-    pytest = [sys.executable, "-m", "pytest", "-m", "ray", "tests/ray", *sys.argv[1:]]
+    tests = ["tests/ray", "tests/acceptance"]
+    pytest = [sys.executable, "-m", "pytest", "-m", "ray", *tests, *sys.argv[1:]]
     if loopback_only():
         return subprocess.call(pytest)
     if shutil.which("unshare") is None or subprocess.call(["unshare", "-n", "true"]) != 0:
