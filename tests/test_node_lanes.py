@@ -60,3 +60,22 @@ def test_lanes_follow_the_nodes_that_join_and_leave() -> None:
     assert lanes.ids == ["bbbbbbbbbbbb/cpu"]
     watcher.update([node("b" * 56, 0), node("d" * 56, 1)])
     assert lanes.ids == ["bbbbbbbbbbbb/cpu"]
+
+
+async def test_a_cluster_that_does_not_answer_keeps_its_lanes_and_reads_unreachable() -> None:
+    lanes = Lanes([], 1, dynamic=True)
+    answers: list[list[dict[str, Any]] | None] = [[node("a" * 56, 1)], None, [node("a" * 56, 1)]]
+
+    def read_nodes() -> list[dict[str, Any]]:
+        answer = answers.pop(0)
+        if answer is None:
+            raise ConnectionError("the head does not answer")
+        return answer
+
+    watcher = ClusterWatcher(lanes, read_nodes, lambda: None, cpu_lanes=False, interval_s=1.0)
+    await watcher.refresh()
+    assert (watcher.reachable, lanes.ids) == (True, ["aaaaaaaaaaaa/cuda:0"])
+    await watcher.refresh()
+    assert (watcher.reachable, lanes.ids) == (False, ["aaaaaaaaaaaa/cuda:0"])
+    await watcher.refresh()
+    assert watcher.reachable
