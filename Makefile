@@ -14,7 +14,7 @@ serve: $(VENV)/.installed
 # has nothing but loopback (unshare -n: root, as in CI), since Ray binds every interface.
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not gpu"
-	$(PY) -m tests.ray.netns
+	$(PY) -m tests.on_ray.netns
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests migrations bench

@@ -324,7 +324,7 @@ def db_job(data_dir: Path, job_id: str) -> tuple[str, int]:
 @pytest.fixture(params=["threads", pytest.param("ray", marks=pytest.mark.ray)])
 def executor_settings(request: pytest.FixtureRequest) -> dict[str, object]:
     """Server settings for each executor an acceptance test runs against: this host's
-    threads, and a Ray cluster of 2 nodes x 2 logical GPUs (`tests/ray`)."""
+    threads, and a Ray cluster of 2 nodes x 2 logical GPUs (`tests/on_ray`)."""
     if request.param == "threads":
         return {"executor": "threads"}
     cluster = request.getfixturevalue("cluster")

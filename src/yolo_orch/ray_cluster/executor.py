@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import ray
 from ray.exceptions import (
     NodeDiedError,
     RayError,
@@ -23,8 +24,7 @@ from ray.exceptions import (
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-import ray
-from yolo_orch.domain import Job, JobError, JobResult
+from yolo_orch.domain import ErrorCode, Job, JobError, JobResult
 from yolo_orch.errors import JobCancelled, RunLost, YoloOrchError
 from yolo_orch.jobfiles import JOB_LOG, RESULT_FILE, RESULT_INDEX
 from yolo_orch.ray_cluster.node_cache import WeightsOffer
@@ -131,7 +131,7 @@ class RayExecutor:
                 elif isinstance(event, Finished):
                     return event.result
                 elif isinstance(event, Failed):
-                    raise NodeJobFailed(event.error)
+                    raise NodeJobFailed(_on_node(event.error, node))
                 elif isinstance(event, Stopped):
                     raise JobCancelled()
         except TaskCancelledError:
@@ -172,6 +172,15 @@ class RayExecutor:
                 self._parcels.popitem(last=False)
         self._parcels.move_to_end(sha256)
         return WeightsOffer(sha256=sha256, name=name, parcel=[parcel])
+
+
+def _on_node(error: JobError, node: ClusterNode) -> JobError:
+    """A sticky CUDA error poisoned the node's worker (which then exits), not this server:
+    it must not make the server restart as `cuda_fatal` does on one host."""
+    if error.code != ErrorCode.CUDA_FATAL:
+        return error
+    message = f"a fatal CUDA error on node {node.name} (its worker restarts): {error.message}"
+    return JobError(ErrorCode.RUNTIME_ERROR, message)
 
 
 def _read_folder(folder: Path) -> dict[str, bytes]:

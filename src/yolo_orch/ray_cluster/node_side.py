@@ -5,6 +5,7 @@ here writes the database or the server's job folder."""
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import tempfile
 import threading
@@ -15,7 +16,7 @@ from pathlib import Path
 import ray
 
 from yolo_orch.dispatcher import failure_of
-from yolo_orch.domain import Job, JobError, JobResult, Progress
+from yolo_orch.domain import ErrorCode, Job, JobError, JobResult, Progress
 from yolo_orch.errors import JobCancelled
 from yolo_orch.ray_cluster.node_cache import NodeModelCache, WeightsOffer
 from yolo_orch.runners.base import RunContext, Runtime
@@ -115,6 +116,8 @@ def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
             yield event
         yield FilesBack(_changed_files(workdir, task.seed))
         yield ending[0]
+    if isinstance(ending[0], Failed) and ending[0].error.code == ErrorCode.CUDA_FATAL:
+        os._exit(1)  # this worker's CUDA context is unusable: Ray starts a fresh one
 
 
 def _work(

@@ -38,6 +38,7 @@ class Rig:
 @pytest.fixture
 def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
     import ray
+
     from yolo_orch.ray_cluster.executor import RayExecutor
     from yolo_orch.ray_cluster.nodes import ClusterWatcher
 

@@ -153,3 +153,17 @@ async def test_a_job_that_kills_its_worker_every_time_ends_interrupted(
             3,
         )
         assert (await wait_terminal(client, fine["id"], deadline_s=30))["state"] == "succeeded"
+
+
+async def test_a_fatal_cuda_error_on_a_node_fails_the_job_not_the_server(
+    settings_factory: Callable[..., Settings], cluster: Any
+) -> None:
+    async with serve(create_app(ray_settings(settings_factory, cluster))) as client:
+        body = sim_job(params={"sim_fail": "cuda_fatal"})
+        fatal = await wait_terminal(
+            client, (await client.post("/v1/jobs", json=body)).json()["id"], deadline_s=30
+        )
+        assert (fatal["state"], fatal["error"]["code"]) == ("failed", "runtime_error")
+        assert "fatal CUDA error on node" in fatal["error"]["message"]
+        after = (await client.post("/v1/jobs", json=sim_job())).json()
+        assert (await wait_terminal(client, after["id"], deadline_s=30))["state"] == "succeeded"

@@ -1,7 +1,7 @@
 """The Ray clusters tests start, only in a loopback-only network namespace.
 
 Fixtures here are imported by `tests/conftest.py`, so that the acceptance tests parametrised
-over executors share the one session cluster with `tests/ray`.
+over executors share the one session cluster with `tests/on_ray`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def why_ray_cannot_start() -> str | None:
     if not loopback_only():
         return (
             "starts Ray, which binds every interface: run in a loopback-only network "
-            "namespace with `python -m tests.ray.netns`"
+            "namespace with `python -m tests.on_ray.netns`"
         )
     return None
 

@@ -2,7 +2,7 @@
 
 Ray listens on every interface of the machine it runs on; inside `unshare -n` the only one is
 `lo`, so nothing a test starts can listen on, or talk to, any other address. Needs root (or
-user namespaces): `python -m tests.ray.netns [pytest arguments]`.
+user namespaces): `python -m tests.on_ray.netns [pytest arguments]`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import shutil
 import subprocess
 import sys
 
-from tests.ray.fixtures import loopback_only
+from tests.on_ray.fixtures import loopback_only
 
 
 def main() -> int:
-    tests = ["tests/ray", "tests/acceptance"]
+    tests = ["tests/on_ray", "tests/acceptance"]
     pytest = [sys.executable, "-m", "pytest", "-m", "ray", *tests, *sys.argv[1:]]
     if loopback_only():
         return subprocess.call(pytest)

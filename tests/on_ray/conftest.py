@@ -1,15 +1,15 @@
 """A Ray cluster of two nodes with two logical GPUs each, in this loopback-only namespace.
 
 Tests here are marked `ray` and skip unless the process sees no network interface but `lo`:
-`python -m tests.ray.netns` runs them under `unshare -n` (the Makefile's `test` does). The
-fixtures (`cluster`, `own_cluster`) live in `tests/ray/fixtures.py`.
+`python -m tests.on_ray.netns` runs them under `unshare -n` (the Makefile's `test` does). The
+fixtures (`cluster`, `own_cluster`) live in `tests/on_ray/fixtures.py`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.ray.fixtures import why_ray_cannot_start
+from tests.on_ray.fixtures import why_ray_cannot_start
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
