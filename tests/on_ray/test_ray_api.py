@@ -114,8 +114,9 @@ async def test_cancel_stops_the_job_on_its_node_and_frees_its_lanes(
         assert all(device["busy"] == 0 for device in devices), devices
 
 
+@pytest.mark.parametrize("graceful", [True, False], ids=["removed", "raylet-sigkill"])
 async def test_a_job_on_a_node_that_is_lost_runs_again_elsewhere(
-    settings_factory: Callable[..., Settings], own_cluster: Any
+    settings_factory: Callable[..., Settings], own_cluster: Any, graceful: bool
 ) -> None:
     async with serve(create_app(ray_settings(settings_factory, own_cluster))) as client:
         body = sim_job(params={"sim_seconds": 30, "sim_steps": 300})
@@ -124,7 +125,7 @@ async def test_a_job_on_a_node_that_is_lost_runs_again_elsewhere(
         )
         lost = node_of(job["devices"][0])
         [node] = [n for n in own_cluster.list_all_nodes() if n.node_id.startswith(lost)]
-        own_cluster.remove_node(node)
+        own_cluster.remove_node(node, allow_graceful=graceful)
 
         async with asyncio.timeout(40):
             while True:

@@ -37,6 +37,7 @@ from yolo_orch.ray_cluster.node_side import (
     NodeTask,
     Progressed,
     Stopped,
+    ping,
     run_on_node,
 )
 from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
@@ -52,6 +53,7 @@ _SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})
 _NODE_GONE = (NodeDiedError, TaskUnschedulableError)
 """What Ray raises for a run whose node is gone (or that can no longer be placed there)."""
 _CANCEL_POLL_S = 0.05
+_PROBE_TIMEOUT_S = 10.0
 _PARCELS_KEPT = 4
 
 
@@ -141,10 +143,10 @@ class RayExecutor:
         except RayError as exc:
             if ctx.should_cancel():
                 raise JobCancelled() from None
-            if isinstance(exc, _NODE_GONE):
+            # Its worker died, maybe with its node (the head notices a killed raylet only after
+            # missed health checks): ask the node before the job can be admitted there again.
+            if isinstance(exc, _NODE_GONE) or not await _answers(node):
                 self._cluster.lose(node.name)
-            else:  # its worker died, maybe with its node: ask before the job is admitted again
-                await self._cluster.refresh()
             raise RunLost(f"its run on node {node.name} was lost: {type(exc).__name__}") from None
         raise RunLost(f"its run on node {node.name} ended without an outcome")
 
@@ -172,6 +174,18 @@ class RayExecutor:
                 self._parcels.popitem(last=False)
         self._parcels.move_to_end(sha256)
         return WeightsOffer(sha256=sha256, name=name, parcel=[parcel])
+
+
+async def _answers(node: ClusterNode) -> bool:
+    probe = ping.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+    ).remote()
+    try:
+        with anyio.fail_after(_PROBE_TIMEOUT_S):
+            return bool(await probe)
+    except (RayError, TimeoutError):
+        ray.cancel(probe, force=True)
+        return False
 
 
 def _on_node(error: JobError, node: ClusterNode) -> JobError:

@@ -86,6 +86,12 @@ def run_on_node(task: NodeTask) -> Iterator[Event]:
     yield from serve_task(task, ray.get_runtime_context().get_node_id())
 
 
+@ray.remote(num_cpus=0, max_retries=0)
+def ping() -> bool:
+    """Whether a node still runs tasks (after one of its workers died)."""
+    return True
+
+
 def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
     cache = NodeModelCache(Path(task.cache_dir) / node_id, task.cache_models, ray.get)
     events: queue.Queue[Event | None] = queue.Queue()
