@@ -168,3 +168,20 @@ async def test_a_fatal_cuda_error_on_a_node_fails_the_job_not_the_server(
         assert "fatal CUDA error on node" in fatal["error"]["message"]
         after = (await client.post("/v1/jobs", json=sim_job())).json()
         assert (await wait_terminal(client, after["id"], deadline_s=30))["state"] == "succeeded"
+
+
+async def test_a_two_gpu_job_is_not_starved_by_single_gpu_jobs_behind_it(
+    settings_factory: Callable[..., Settings], cluster: Any
+) -> None:
+    async with serve(create_app(ray_settings(settings_factory, cluster))) as client:
+        small = sim_job(params={"sim_seconds": 0.3, "sim_steps": 2})
+        before = [(await client.post("/v1/jobs", json=small)).json()["id"] for _ in range(4)]
+        wide = (await client.post("/v1/jobs", json=training(2))).json()["id"]
+        after = [(await client.post("/v1/jobs", json=small)).json()["id"] for _ in range(12)]
+        jobs = {
+            job_id: await wait_terminal(client, job_id, 60) for job_id in [*before, wide, *after]
+        }
+        assert {job["state"] for job in jobs.values()} == {"succeeded"}
+        started_after = sorted(jobs[job_id]["started_at"] for job_id in after)
+        # it holds one node's lanes as they free: the later jobs get only the other node
+        assert jobs[wide]["started_at"] < started_after[len(after) // 2], jobs[wide]
