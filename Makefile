@@ -10,8 +10,11 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 serve: $(VENV)/.installed
 	$(VENV)/bin/yolo-orch serve
 
+# The Ray tests skip outside a network namespace; the second line runs them inside one that
+# has nothing but loopback (unshare -n: root, as in CI), since Ray binds every interface.
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not gpu"
+	$(PY) -m tests.on_ray.netns
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests migrations bench
@@ -29,7 +32,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(PY)
-	$(PIP) install -e '.[test]'
+	$(PIP) install -e '.[test,ray]'
 	touch $@ $(VENV)/.installed
 
 clean:

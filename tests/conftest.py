@@ -9,6 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from tests.on_ray.fixtures import cluster, own_cluster  # noqa: F401 - shared with tests/acceptance
 from yolo_orch.app import create_app
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 

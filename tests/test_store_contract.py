@@ -482,6 +482,23 @@ async def test_recover_gives_drained_jobs_their_attempt_back(store: JobStore) ->
     assert await store.get(drained.id) == by_id[drained.id]
 
 
+async def test_requeue_settles_one_lost_run_as_recovery_would(store: JobStore) -> None:
+    lost = await running(store, max_attempts=2)
+    other = await running(store, max_attempts=2)
+    last_try = await running(store, max_attempts=1)
+
+    requeued = await store.requeue(lost.id, T0)
+    failed = await store.requeue(last_try.id, T0)
+
+    assert (requeued.state, requeued.attempt, requeued.devices) == (JobState.QUEUED, 1, ())
+    assert failed.state is JobState.FAILED
+    assert failed.error is not None
+    assert failed.error.code == ErrorCode.INTERRUPTED
+    assert (await store.get(other.id)).state is JobState.RUNNING
+    with pytest.raises(JobAlreadyFinished):
+        await store.requeue(last_try.id, T0)
+
+
 async def test_recent_durations_newest_first(store: JobStore) -> None:
     never_ran = await add(store)
     await store.cancel(never_ran.id, T0)

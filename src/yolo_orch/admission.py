@@ -2,13 +2,14 @@
 
 Only the dispatcher admits, from one task, so choosing lanes and taking their turns happens
 without a suspension point in between: a multi-lane job takes all of its lanes or none, always
-in ascending lane order.
+in ascending lane order, and all of them on one node (`<node>/cuda:0`; this host's lanes have
+no node part and are all one node).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 
@@ -29,8 +30,14 @@ class Lane:
         self.semaphore = asyncio.Semaphore(self.slots)
 
     @property
+    def node(self) -> str:
+        """The cluster node of a `<node>/<device>` lane; "" for this host's own lanes."""
+        return self.id.rpartition("/")[0]
+
+    @property
     def gpu_index(self) -> int | None:
-        """The CUDA device index of a `cuda:N` lane; None for `cpu` and simulated lanes."""
+        """The CUDA device index of a local `cuda:N` lane; None for `cpu`, simulated and
+        other nodes' lanes."""
         kind, _, index = self.id.partition(":")
         return int(index) if kind == "cuda" and index.isdigit() else None
 
@@ -48,12 +55,30 @@ class Lane:
 
 
 class Lanes:
-    def __init__(self, lane_ids: Sequence[str], slots_per_lane: int) -> None:
-        if not lane_ids:
+    def __init__(
+        self, lane_ids: Sequence[str], slots_per_lane: int, *, dynamic: bool = False
+    ) -> None:
+        """`dynamic`: the lanes of a cluster, which `add` and `remove` change as nodes come
+        and go (and which may be none for a while)."""
+        if not lane_ids and not dynamic:
             raise ValueError("a host needs at least one lane")
-        self._lanes = [
-            Lane(id=lane_id, index=i, slots=slots_per_lane) for i, lane_id in enumerate(lane_ids)
-        ]
+        self._slots = slots_per_lane
+        self._lanes: list[Lane] = []
+        self._next_index = 0
+        self.add(lane_ids)
+
+    def add(self, lane_ids: Iterable[str]) -> None:
+        """New lanes, after every existing one in the admission order."""
+        known = set(self.ids)
+        for lane_id in lane_ids:
+            if lane_id not in known:
+                self._lanes.append(Lane(id=lane_id, index=self._next_index, slots=self._slots))
+                self._next_index += 1
+
+    def remove(self, lane_ids: Collection[str]) -> None:
+        """Lanes whose node left: no job starts there; the runs holding them release them as
+        they end, as ever."""
+        self._lanes = [lane for lane in self._lanes if lane.id not in lane_ids]
 
     def __iter__(self) -> Iterator[Lane]:
         return iter(self._lanes)
@@ -74,20 +99,26 @@ class Lanes:
         return sum(lane.slots for lane in self._lanes)
 
     @property
+    def largest_node(self) -> int:
+        """Lanes of the node with the most: the most one job can hold."""
+        sizes: dict[str, int] = {}
+        for lane in self._lanes:
+            sizes[lane.node] = sizes.get(lane.node, 0) + 1
+        return max(sizes.values(), default=0)
+
+    @property
     def free_slots(self) -> int:
         return sum(lane.slots - lane.busy for lane in self._lanes if lane.takes_work)
 
     async def try_admit(
         self, job_id: str, count: int, reserved: Collection[str] = ()
     ) -> tuple[Lane, ...] | None:
-        """Take a turn on `count` lanes not in `reserved`, least busy first; all or none."""
-        candidates = sorted(
-            (lane for lane in self._lanes if lane.has_free_slot and lane.id not in reserved),
-            key=lambda lane: (lane.busy, lane.index),
-        )
-        if len(candidates) < count:
+        """Take a turn on `count` lanes of one node, not in `reserved`, least busy first; all
+        or none."""
+        free = [lane for lane in self._lanes if lane.has_free_slot and lane.id not in reserved]
+        chosen = _pick_on_one_node(free, count, key=lambda lane: (lane.busy, lane.index))
+        if chosen is None:
             return None
-        chosen = tuple(sorted(candidates[:count], key=lambda lane: lane.index))
         for lane in chosen:
             await lane.semaphore.acquire()  # never waits: each lane had a free slot
             lane.jobs.add(job_id)
@@ -95,15 +126,31 @@ class Lanes:
 
     def lanes_to_hold(self, count: int, reserved: Collection[str]) -> set[str]:
         """The lanes a job that cannot start yet keeps from the jobs behind it, so a multi-lane
-        job is not starved by a stream of smaller ones: free lanes first, then the least busy."""
-        open_lanes = sorted(
-            (lane for lane in self._lanes if lane.id not in reserved and lane.takes_work),
-            key=lambda lane: (not lane.has_free_slot, lane.busy, lane.index),
+        job is not starved by a stream of smaller ones: free lanes first, then the least busy,
+        all on the one node nearest to having them free."""
+        open_lanes = [lane for lane in self._lanes if lane.id not in reserved and lane.takes_work]
+        chosen = _pick_on_one_node(
+            open_lanes, count, key=lambda lane: (not lane.has_free_slot, lane.busy, lane.index)
         )
-        return {lane.id for lane in open_lanes[:count]}
+        return {lane.id for lane in chosen or ()}
 
     def release(self, job_id: str, lanes: Iterable[Lane]) -> None:
         for lane in lanes:
             if job_id in lane.jobs:
                 lane.jobs.discard(job_id)
                 lane.semaphore.release()
+
+
+def _pick_on_one_node(
+    lanes: Iterable[Lane], count: int, key: Callable[[Lane], tuple[bool | int, ...]]
+) -> tuple[Lane, ...] | None:
+    """The best `count` lanes by `key` that share a node, in ascending lane order; of the nodes
+    that have enough, the one whose chosen lanes rank best. None when no node has `count`."""
+    by_node: dict[str, list[Lane]] = {}
+    for lane in sorted(lanes, key=key):
+        by_node.setdefault(lane.node, []).append(lane)
+    fits = [node_lanes[:count] for node_lanes in by_node.values() if len(node_lanes) >= count]
+    if not fits:
+        return None
+    best = min(fits, key=lambda picked: [key(lane) for lane in picked])
+    return tuple(sorted(best, key=lambda lane: lane.index))

@@ -30,7 +30,7 @@ from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings
 from yolo_orch.diskguard import DiskGuard, FreeSpace, statvfs_free
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents, PublishingJobStore
-from yolo_orch.executor import ThreadExecutor
+from yolo_orch.executor import Executor, ThreadExecutor
 from yolo_orch.images import limit_decoders
 from yolo_orch.inputs import InputLimits
 from yolo_orch.jobfiles import JobFiles
@@ -142,7 +142,16 @@ async def _start(
 
     if runtime is None:
         runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
-    lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
+    cluster = None
+    executor: Executor
+    if settings.executor == "ray":
+        from yolo_orch.ray_cluster.wiring import connect  # the `ray` extra
+
+        cluster = await connect(settings, models, stack)
+        lanes, executor = cluster.lanes, cluster.executor
+    else:
+        lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
+        executor = ThreadExecutor(runtime, lanes.total_slots)
     files = JobFiles(settings.jobs_dir, settings.max_result_bytes)
     if telemetry is None and settings.gpu_telemetry:
         telemetry = GpuTelemetry()
@@ -152,7 +161,7 @@ async def _start(
     dispatcher = Dispatcher(
         store,
         lanes,
-        ThreadExecutor(runtime, lanes.total_slots),
+        executor,
         files,
         on_run_end=metrics.job_finished,
         limits=RunLimits(
@@ -168,7 +177,7 @@ async def _start(
         runtime,
         models,
         files,
-        lane_count=len(lanes),
+        max_gpus=lambda: lanes.largest_node,
         lane_ids=lanes.ids,
         total_slots=lanes.total_slots,
         max_queued=settings.max_queued,
@@ -184,6 +193,11 @@ async def _start(
         events=events,
     )
     await dispatcher.recover()
+    if cluster is not None:
+        cluster.watcher.on_change = dispatcher.wake
+        stack.push_async_callback(
+            _cancelled, asyncio.create_task(cluster.watcher.run(), name="ray-nodes")
+        )
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
     retention = Retention(
         store,
@@ -245,6 +259,7 @@ async def _start(
         retention=retention,
         disk=DiskGuard(_storage_places(settings), settings.min_free_bytes, free_space),
         telemetry_history=telemetry_history,
+        cluster=cluster,
     )
 
 

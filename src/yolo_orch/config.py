@@ -257,6 +257,36 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = Field(
         default="text", description="json: one JSON object per line, with the job id."
     )
+    executor: Literal["threads", "ray"] = Field(
+        default="threads",
+        description='Where jobs run: "threads" of this process on this host\'s lanes, or "ray": '
+        "the GPUs of a Ray cluster (pip install 'yolo-orch[ray]').",
+    )
+    ray_address: str = Field(
+        default="",
+        description='The Ray cluster with executor = "ray": "auto", "HOST:PORT" of its head, '
+        'or "ray://HOST:PORT"; empty: a local one started by the server.',
+    )
+    ray_cpu_lanes: bool = Field(
+        default=False,
+        description="Give each Ray node without GPUs one `<node>/cpu` lane.",
+    )
+    ray_node_cache_dir: Path = Field(
+        default=Path("/tmp/yolo-orch-node-cache"),
+        description="On each Ray node: the folder of its cache of model weights (one "
+        "sub-folder per node).",
+    )
+    ray_node_cache_models: int = Field(
+        default=8, ge=1, description="Model files each Ray node keeps (least recently used go)."
+    )
+    ray_cancel_grace_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="Time a cancelled job on a Ray node gets to stop before its worker is killed.",
+    )
+    ray_poll_interval_s: float = Field(
+        default=1.0, gt=0, description="How often the cluster's nodes are read (joins, losses)."
+    )
 
     @model_validator(mode="after")
     def _check_timeouts(self) -> Settings:

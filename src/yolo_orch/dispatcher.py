@@ -17,7 +17,7 @@ import anyio.to_thread
 from yolo_orch.admission import Lane, Lanes
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress, QueueOrder
-from yolo_orch.errors import JobAlreadyFinished, JobCancelled, YoloOrchError
+from yolo_orch.errors import JobAlreadyFinished, JobCancelled, RunLost, YoloOrchError
 from yolo_orch.executor import Executor
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
@@ -219,7 +219,13 @@ class Dispatcher:
         current_job.set(job.id)  # this task's context, inherited by the worker thread
         log.info("job %s started on %s (attempt %d)", job.id, ", ".join(ctx.devices), job.attempt)
         try:
-            outcome = await self._execute(ctx)
+            try:
+                outcome = await self._execute(ctx)
+            except RunLost as lost:
+                log.warning("job %s: %s; back to the queue", job.id, lost.message)
+                with contextlib.suppress(JobAlreadyFinished):
+                    await self._store.requeue(job.id, utcnow())
+                return
             await self._record(job.id, outcome)
             log.info("job %s %s", job.id, outcome.state)
             if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
@@ -324,6 +330,8 @@ class Dispatcher:
             await anyio.Path(ctx.workdir).mkdir(parents=True, exist_ok=True)
             result = await self._executor.run(ctx)
             await anyio.to_thread.run_sync(self._files.write_result, ctx.job.id, result.detail)
+        except RunLost:
+            raise
         except JobCancelled:
             run = self._runs[ctx.job.id]
             if run.stopped_by is not None:

@@ -232,6 +232,13 @@ class JobCancelled(YoloOrchError):
         super().__init__(message)
 
 
+class RunLost(YoloOrchError):
+    """A run ended without an outcome because the cluster node it ran on went away: the job
+    goes back to the queue, its attempt counted, as after a crash."""
+
+    code = "node_lost"
+
+
 class InvalidJobInput(YoloOrchError):
     """Raised by a runner when the job's own input is unusable (not a server fault)."""
 

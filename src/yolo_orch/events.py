@@ -135,6 +135,11 @@ class PublishingJobStore(JobStore):
             self._events.publish(job.id)
         return jobs
 
+    async def requeue(self, job_id: str, now: datetime) -> Job:
+        job = await self._inner.requeue(job_id, now)
+        self._events.publish(job.id)
+        return job
+
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         return await self._inner.recent_durations(limit, kind)
 

@@ -1,11 +1,12 @@
 """The seam between the dispatcher and where a job's code runs.
 
-Today: worker threads of this process. A distributed engine would implement `Executor` too; the
-dispatcher, the API and the store would not change.
+`ThreadExecutor`: worker threads of this process. `ray_cluster.RayExecutor` implements `Executor`
+too, on a Ray cluster's nodes; the dispatcher, the API and the store do not change.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import anyio
@@ -33,3 +34,24 @@ class ThreadExecutor:
         return await anyio.to_thread.run_sync(
             runner.run, ctx, limiter=self._limiter, abandon_on_cancel=True
         )
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A cluster node as an executor on several nodes reports it."""
+
+    name: str
+    address: str
+    models: list[str]
+    """sha256s of the model files the node keeps."""
+
+
+class ClusterView(Protocol):
+    """What the API may read of an executor that runs jobs on a cluster's nodes."""
+
+    @property
+    def reachable(self) -> bool:
+        """False while the cluster does not answer: jobs queue, none starts."""
+        ...
+
+    def node_infos(self) -> list[NodeInfo]: ...

@@ -7,7 +7,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,7 +67,7 @@ class JobService:
         models: ModelRegistry,
         files: JobFiles,
         *,
-        lane_count: int,
+        max_gpus: Callable[[], int],
         lane_ids: Sequence[str] = (),
         total_slots: int,
         max_queued: int,
@@ -88,7 +88,7 @@ class JobService:
         self._runtime = runtime
         self._models = models
         self._files = files
-        self._lane_count = lane_count
+        self._max_gpus = max_gpus
         self._lane_ids = tuple(lane_ids)
         self._total_slots = total_slots
         self._max_queued = max_queued
@@ -108,9 +108,9 @@ class JobService:
         """
         if self.draining:
             raise ShuttingDown()
-        if new.gpus > self._lane_count:
+        if new.gpus > (most := self._max_gpus()):
             raise InvalidJob(
-                f"the job asks for {new.gpus} GPUs; this host has {self._lane_count} lane(s)",
+                f"the job asks for {new.gpus} GPUs; one node here has at most {most} lane(s)",
                 code="too_many_gpus",
             )
         new = await self._with_model_and_files(new)

@@ -319,3 +319,13 @@ def db_job(data_dir: Path, job_id: str) -> tuple[str, int]:
         row = db.execute("SELECT state, attempt FROM jobs WHERE id = ?", (job_id,)).fetchone()
     assert row is not None, f"job {job_id} is not in the database"
     return str(row[0]), int(row[1])
+
+
+@pytest.fixture(params=["threads", pytest.param("ray", marks=pytest.mark.ray)])
+def executor_settings(request: pytest.FixtureRequest) -> dict[str, object]:
+    """Server settings for each executor an acceptance test runs against: this host's
+    threads, and a Ray cluster of 2 nodes x 2 logical GPUs (`tests/on_ray`)."""
+    if request.param == "threads":
+        return {"executor": "threads"}
+    cluster = request.getfixturevalue("cluster")
+    return {"executor": "ray", "ray_address": cluster.address, "ray_poll_interval_s": 0.2}

@@ -118,8 +118,10 @@ class Submitter:
 
 
 @pytest.mark.acceptance
-def test_sigkill_loses_no_acknowledged_job(server_factory: ServerFactory) -> None:
-    server = server_factory(sim_lanes=2, max_attempts=3)
+def test_sigkill_loses_no_acknowledged_job(
+    server_factory: ServerFactory, executor_settings: dict[str, object]
+) -> None:
+    server = server_factory(sim_lanes=2, max_attempts=3, **executor_settings)
     server.start()
     submissions = [submission(i) for i in range(OPERATIONS)]
     submitter = Submitter(server, submissions)

@@ -14,6 +14,7 @@ from yolo_orch.config import Settings
 from yolo_orch.diskguard import DiskGuard
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.events import JobEvents
+from yolo_orch.executor import ClusterView
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.metrics import Metrics
 from yolo_orch.registry import ModelRegistry
@@ -46,6 +47,8 @@ class Services:
     retention: Retention
     disk: DiskGuard
     telemetry_history: TelemetryHistory
+    cluster: ClusterView | None = None
+    """With `executor = "ray"`: the cluster's nodes and whether its head answers."""
 
 
 # Dependencies are async so FastAPI runs them on the loop, not in a worker thread each.

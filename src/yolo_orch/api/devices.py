@@ -39,9 +39,19 @@ class LanePublic(BaseModel):
     power_w: float | None = None
 
 
+class NodePublic(BaseModel):
+    name: str = Field(description="The lanes' prefix: `<node>/cuda:0`.")
+    address: str
+    lanes: list[str]
+    models: list[str] = Field(description="Names of the model files the node keeps.")
+
+
 class DeviceList(BaseModel):
     runtime: str
     devices: list[LanePublic]
+    nodes: list[NodePublic] | None = Field(
+        default=None, description='With executor = "ray": the cluster\'s nodes; else null.'
+    )
 
 
 @router.get("", response_model=DeviceList, summary="Lanes, their jobs and loaded models")
@@ -66,7 +76,18 @@ async def list_devices(services: ServicesDep) -> DeviceList:
                 **(dataclasses.asdict(reading) if reading else {}),
             )
         )
-    return DeviceList(runtime=services.runtime.name, devices=devices)
+    nodes = None
+    if services.cluster is not None:
+        nodes = [
+            NodePublic(
+                name=node.name,
+                address=node.address,
+                lanes=[lane.id for lane in services.lanes if lane.node == node.name],
+                models=[names.get(sha, sha[:12]) for sha in node.models],
+            )
+            for node in services.cluster.node_infos()
+        ]
+    return DeviceList(runtime=services.runtime.name, devices=devices, nodes=nodes)
 
 
 async def gpu_reading(services: Services, lane: Lane) -> GpuReading | None:

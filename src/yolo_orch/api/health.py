@@ -26,7 +26,9 @@ async def healthz() -> Health:
     "others keep serving) or when every thread for request-time file work, or for expanding "
     "globs, is busy and requests wait for one (`file_workers_available` or "
     "`walk_workers_available` false), or when a disk is below `min_free_bytes` "
-    "(`disk_space_ok` false: submissions and uploads get 507); 503 `not_ready` otherwise.",
+    "(`disk_space_ok` false: submissions and uploads get 507), or when the Ray cluster's head does "
+    "not answer (`cluster_reachable` false: submissions commit and wait); 503 `not_ready` "
+    "otherwise.",
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(services: ServicesDep) -> JSONResponse:
@@ -45,9 +47,16 @@ async def readyz(services: ServicesDep) -> JSONResponse:
     file_workers = _available(services.file_limiter)
     walk_workers = _available(services.walk_limiter)
     disk_space_ok = not await services.disk.check()
+    cluster_reachable = services.cluster is None or services.cluster.reachable
     if not all(checks.values()):
         status = "not_ready"
-    elif not all(healthy) or not file_workers or not walk_workers or not disk_space_ok:
+    elif (
+        not all(healthy)
+        or not file_workers
+        or not walk_workers
+        or not disk_space_ok
+        or not cluster_reachable
+    ):
         status = "degraded"  # serving, but slower or on the lanes left; an operator should look
     else:
         status = "ready"
@@ -59,6 +68,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
             "file_workers_available": file_workers,
             "walk_workers_available": walk_workers,
             "disk_space_ok": disk_space_ok,
+            "cluster_reachable": cluster_reachable,
         },
     )
     return JSONResponse(body.model_dump(), status_code=503 if status == "not_ready" else 200)

@@ -87,6 +87,12 @@ class JobStore(ABC):
         a graceful drain, also get their attempt back). Returns the jobs it changed."""
 
     @abstractmethod
+    async def requeue(self, job_id: str, now: datetime) -> Job:
+        """Settle one RUNNING job whose run was lost (its cluster node went away) as `recover`
+        settles a job after a crash, its attempt counted. Raise `JobAlreadyFinished` if the job
+        is terminal already."""
+
+    @abstractmethod
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         """Run times in seconds of the most recently finished jobs that ran (of `kind` only, if
         given)."""

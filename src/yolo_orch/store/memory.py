@@ -189,21 +189,17 @@ class InMemoryJobStore(JobStore):
         return self._put(replace(job, cancel_requested=True))
 
     async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
-        changed = []
-        for job in self.jobs:
-            if job.state is not JobState.RUNNING:
-                continue
-            was_drained = job.id in drained
-            state, error = after_interruption(job, drained=was_drained)
-            if state is JobState.QUEUED:
-                attempt = job.attempt - 1 if was_drained else job.attempt
-                job = replace(
-                    job, state=state, attempt=attempt, devices=(), progress=None, started_at=None
-                )
-            else:
-                job = replace(job, state=state, error=error, finished_at=now)
-            changed.append(self._put(job))
-        return changed
+        return [
+            self._put(_interrupted(job, now, drained=job.id in drained))
+            for job in self.jobs
+            if job.state is JobState.RUNNING
+        ]
+
+    async def requeue(self, job_id: str, now: datetime) -> Job:
+        job = await self.get(job_id)
+        if job.state.is_terminal:
+            raise JobAlreadyFinished(job_id, job.state)
+        return self._put(_interrupted(job, now, drained=False))
 
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         finished = [
@@ -377,3 +373,13 @@ class InMemoryModelStore(ModelStore):
     async def mark_variant_unusable(self, variant_id: str) -> None:
         variant = await self.get_variant(variant_id)
         self._variants[variant_id] = replace(variant, usable=False)
+
+
+def _interrupted(job: Job, now: datetime, *, drained: bool) -> Job:
+    state, error = after_interruption(job, drained=drained)
+    if state is JobState.QUEUED:
+        attempt = job.attempt - 1 if drained else job.attempt
+        return replace(
+            job, state=state, attempt=attempt, devices=(), progress=None, started_at=None
+        )
+    return replace(job, state=state, error=error, finished_at=now)

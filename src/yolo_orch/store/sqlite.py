@@ -354,6 +354,9 @@ class SQLiteJobStore(JobStore):
     async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
         return await self._db.write(functools.partial(_recover, now, drained))
 
+    async def requeue(self, job_id: str, now: datetime) -> Job:
+        return await self._db.write(functools.partial(_requeue, job_id, now))
+
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         stmt = select(JOBS.c.started_at, JOBS.c.finished_at).where(
             JOBS.c.started_at.is_not(None), JOBS.c.finished_at.is_not(None)
@@ -620,16 +623,30 @@ def _recover(now: datetime, drained: frozenset[str], conn: Connection) -> list[J
     running = [job_from_row(row) for row in conn.execute(select(JOBS).where(_RUNNING)).mappings()]
     changed = []
     for job in sorted(running, key=lambda job: job.seq):
-        was_drained = job.id in drained
-        state, error = after_interruption(job, drained=was_drained)
-        values: dict[str, Any] = {"state": str(state)}
-        if state is JobState.QUEUED:
-            values.update(devices=[], progress=None, started_at=None)
-            if was_drained:
-                values.update(attempt=job.attempt - 1)
-        else:
-            values.update(error_values(error), finished_at=now)
-        updated = _update_job(conn, job.id, **values)
+        updated = _update_job(conn, job.id, **_interrupted(job, now, drained=job.id in drained))
         assert updated is not None
         changed.append(updated)
     return changed
+
+
+def _requeue(job_id: str, now: datetime, conn: Connection) -> Job:
+    job = _get(job_id, conn)
+    if job.state.is_terminal:
+        raise JobAlreadyFinished(job_id, job.state)
+    updated = _update_job(conn, job_id, _RUNNING, **_interrupted(job, now, drained=False))
+    if updated is None:  # queued again already (a cancel cannot make it so: it is running)
+        return job
+    return updated
+
+
+def _interrupted(job: Job, now: datetime, *, drained: bool) -> dict[str, Any]:
+    """The columns of a RUNNING job whose run ended without an outcome."""
+    state, error = after_interruption(job, drained=drained)
+    values: dict[str, Any] = {"state": str(state)}
+    if state is JobState.QUEUED:
+        values.update(devices=[], progress=None, started_at=None)
+        if drained:
+            values.update(attempt=job.attempt - 1)
+    else:
+        values.update(error_values(error), finished_at=now)
+    return values

@@ -1,0 +1,75 @@
+"""A node's own store of model weights: files named by sha256, the least recently used dropped
+beyond `capacity`. Runs on the node; a file it lacks comes from the server through Ray's object
+store and is verified before it is kept."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yolo_orch.errors import ModelTampered
+from yolo_orch.weights import sha256_file
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WeightsOffer:
+    """A job's model as the server has it. `parcel` holds one Ray object ref to the file's
+    bytes; inside a list, so that Ray passes the ref and moves the bytes only if the node
+    asks for them."""
+
+    sha256: str
+    name: str
+    parcel: list[Any] = field(compare=False)
+
+
+class NodeModelCache:
+    def __init__(self, folder: Path, capacity: int, fetch: Callable[[Any], bytes]) -> None:
+        """`fetch`: the bytes behind a parcel's ref (`ray.get`)."""
+        self._folder = folder
+        self._capacity = capacity
+        self._fetch = fetch
+
+    def held(self) -> list[str]:
+        """The sha256s of the files kept here, most recently used first."""
+        if not self._folder.is_dir():
+            return []
+        files = [path for path in self._folder.iterdir() if _is_digest(path.name)]
+        files.sort(key=lambda path: path.stat().st_mtime_ns, reverse=True)
+        return [path.name for path in files]
+
+    def ensure(self, offer: WeightsOffer) -> Path:
+        """The local file of the offered model: the kept copy when its fingerprint still
+        matches, else the server's, fetched and verified. Raise `ModelTampered` when what
+        arrived does not have the fingerprint the registry recorded."""
+        path = self._folder / offer.sha256
+        if path.is_file():
+            if sha256_file(path) == offer.sha256:
+                os.utime(path)  # most recently used
+                return path
+            log.warning("the kept copy of %s here changed; fetching it again", offer.name)
+            path.unlink()
+        data = self._fetch(offer.parcel[0])
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != offer.sha256:
+            raise ModelTampered(Path(offer.name), offer.sha256, actual)
+        self._folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_bytes(data)
+        partial.replace(path)
+        self._evict()
+        return path
+
+    def _evict(self) -> None:
+        for name in self.held()[self._capacity :]:
+            (self._folder / name).unlink(missing_ok=True)
+
+
+def _is_digest(name: str) -> bool:
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)

@@ -1,0 +1,197 @@
+"""What runs on a node: the job's runner in a thread of a Ray task, whose streaming generator
+sends every progress report, log line, file and the outcome back to the server, in order. Nothing
+here writes the database or the server's job folder."""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import ray
+
+from yolo_orch.dispatcher import failure_of
+from yolo_orch.domain import ErrorCode, Job, JobError, JobResult, Progress
+from yolo_orch.errors import JobCancelled
+from yolo_orch.ray_cluster.node_cache import NodeModelCache, WeightsOffer
+from yolo_orch.runners.base import RunContext, Runtime
+from yolo_orch.runners.simulated import SimulatedRuntime
+
+_POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class NodeTask:
+    job: Job
+    lanes: tuple[str, ...]
+    """The cluster lanes the dispatcher admitted the job onto (`<node>/cuda:0`, ...)."""
+    runtime: str
+    seed: dict[str, bytes]
+    """The job folder's files as the server has them (checkpoints to resume from, earlier
+    attempts' files), relative paths to bytes."""
+    weights: WeightsOffer | None
+    cache_dir: str
+    cache_models: int
+
+
+@dataclass(frozen=True)
+class Progressed:
+    progress: Progress
+
+
+@dataclass(frozen=True)
+class Logged:
+    level: int
+    message: str
+
+
+@dataclass(frozen=True)
+class ModelsHeld:
+    sha256s: list[str]
+
+
+@dataclass(frozen=True)
+class FilesBack:
+    files: dict[str, bytes]
+    """What the run created or changed in its job folder."""
+
+
+@dataclass(frozen=True)
+class Finished:
+    result: JobResult
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: JobError
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """The runner stopped because the job was cancelled."""
+
+
+Event = Progressed | Logged | ModelsHeld | FilesBack | Finished | Failed | Stopped
+_Ending = Finished | Failed | Stopped
+
+
+@ray.remote(num_cpus=0, max_retries=0, num_returns="streaming")
+def run_on_node(task: NodeTask) -> Iterator[Event]:
+    """The remote task; its resources and node are chosen per job by the executor."""
+    yield from serve_task(task, ray.get_runtime_context().get_node_id())
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def ping() -> bool:
+    """Whether a node still runs tasks (after one of its workers died)."""
+    return True
+
+
+def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
+    cache = NodeModelCache(Path(task.cache_dir) / node_id, task.cache_models, ray.get)
+    events: queue.Queue[Event | None] = queue.Queue()
+    cancel = threading.Event()
+    with tempfile.TemporaryDirectory(prefix=f"yolo-orch-{task.job.id}-") as folder:
+        workdir = Path(folder)
+        for name, data in task.seed.items():
+            (workdir / name).parent.mkdir(parents=True, exist_ok=True)
+            (workdir / name).write_bytes(data)
+        ending: list[_Ending] = []
+        worker = threading.Thread(
+            target=_work,
+            args=(task, cache, workdir, events, cancel, ending),
+            name=f"job {task.job.id}",
+            daemon=True,
+        )
+        worker.start()
+        while True:
+            try:
+                event = events.get(timeout=_POLL_S)
+            except queue.Empty:
+                continue
+            except KeyboardInterrupt:  # ray.cancel: the runner stops at its next safe point
+                cancel.set()
+                continue
+            if event is None:
+                break
+            yield event
+        yield FilesBack(_changed_files(workdir, task.seed))
+        yield ending[0]
+    if isinstance(ending[0], Failed) and ending[0].error.code == ErrorCode.CUDA_FATAL:
+        os._exit(1)  # this worker's CUDA context is unusable: Ray starts a fresh one
+
+
+def _work(
+    task: NodeTask,
+    cache: NodeModelCache,
+    workdir: Path,
+    events: queue.Queue[Event | None],
+    cancel: threading.Event,
+    ending: list[_Ending],
+) -> None:
+    handler = _QueueHandler(events, threading.get_ident())
+    package_log = logging.getLogger("yolo_orch")
+    package_log.addHandler(handler)
+    package_log.setLevel(logging.INFO)
+    try:
+        if task.weights is not None:
+            cache.ensure(task.weights)
+            events.put(ModelsHeld(cache.held()))
+        ctx = RunContext(
+            job=task.job,
+            devices=_local_devices(task.lanes),
+            workdir=workdir,
+            report_progress=lambda progress: events.put(Progressed(progress)),
+            should_cancel=cancel.is_set,
+        )
+        runner = _runtime(task.runtime, len(task.lanes)).runner(task.job.kind)
+        ending.append(Finished(runner.run(ctx)))
+    except JobCancelled:
+        ending.append(Stopped())
+    except Exception as exc:
+        ending.append(Failed(failure_of(exc)))
+    finally:
+        package_log.removeHandler(handler)
+        events.put(None)
+
+
+def _local_devices(lanes: tuple[str, ...]) -> tuple[str, ...]:
+    """Ray sets CUDA_VISIBLE_DEVICES to the GPUs it gave the task: they are cuda:0.. here."""
+    if all(lane.endswith("/cpu") for lane in lanes):
+        return ("cpu",)
+    return tuple(f"cuda:{i}" for i in range(len(lanes)))
+
+
+def _runtime(name: str, lane_count: int) -> Runtime:
+    if name != "simulated":
+        raise RuntimeError(f"the {name} runtime does not run on ray nodes yet")
+    return SimulatedRuntime(lane_count)
+
+
+def _changed_files(workdir: Path, seed: dict[str, bytes]) -> dict[str, bytes]:
+    files = {}
+    for path in sorted(workdir.rglob("*")):
+        if path.is_file():
+            name = path.relative_to(workdir).as_posix()
+            data = path.read_bytes()
+            if seed.get(name) != data:
+                files[name] = data
+    return files
+
+
+class _QueueHandler(logging.Handler):
+    """The runner thread's log records, sent to the server to land in the job's log."""
+
+    def __init__(self, events: queue.Queue[Event | None], thread: int) -> None:
+        super().__init__(logging.INFO)
+        self._events = events
+        self._thread = thread
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self._thread:
+            self._events.put(Logged(record.levelno, record.getMessage()))

@@ -1,0 +1,138 @@
+"""The executor on its own, against the cluster: weights follow the job to the node and are
+verified there, progress arrives whole and in order, the job folder travels both ways."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from yolo_orch.admission import Lanes
+from yolo_orch.domain import Job, JobKind, JobState, Progress
+from yolo_orch.errors import YoloOrchError
+from yolo_orch.runners.base import RunContext
+
+pytestmark = pytest.mark.ray
+
+
+@dataclass
+class Rig:
+    executor: Any
+    watcher: Any
+    weights: Path
+    sha256: str
+    cache: Path
+
+    def node_ids(self) -> list[str]:
+        return [node.node_id for node in self.watcher.nodes.values() if node.gpus]
+
+    def lane_on(self, node_id: str) -> str:
+        return f"{node_id[:12]}/cuda:0"
+
+
+@pytest.fixture
+def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
+    import ray
+
+    from yolo_orch.ray_cluster.executor import RayExecutor
+    from yolo_orch.ray_cluster.nodes import ClusterWatcher
+
+    ray.init(address=cluster.address, configure_logging=False, log_to_driver=False)
+    weights = tmp_path / "model.pt"
+    weights.write_bytes(b"weights " * 1000)
+    sha256 = hashlib.sha256(weights.read_bytes()).hexdigest()
+
+    async def weights_of(job: Job) -> tuple[str, str, Path] | None:
+        return (sha256, "model.pt", weights) if job.model_id else None
+
+    watcher = ClusterWatcher(
+        Lanes([], 1, dynamic=True), ray.nodes, lambda: None, cpu_lanes=False, interval_s=1.0
+    )
+    watcher.update(ray.nodes())
+    executor = RayExecutor(
+        watcher,
+        weights_of,
+        runtime="simulated",
+        slots_per_lane=1,
+        cache_dir=tmp_path / "node-cache",
+        cache_models=2,
+        cancel_grace_s=1.0,
+    )
+    try:
+        yield Rig(executor, watcher, weights, sha256, tmp_path / "node-cache")
+    finally:
+        ray.shutdown()
+
+
+def job(job_id: str, model_id: str | None = "m1", steps: int = 5) -> Job:
+    now = datetime.now(UTC)
+    return Job(
+        id=job_id,
+        seq=1,
+        kind=JobKind.INFERENCE,
+        state=JobState.RUNNING,
+        model="model.pt",
+        model_id=model_id,
+        spec={"inputs": ["a.jpg"], "params": {"sim_seconds": 0.05, "sim_steps": steps}},
+        priority=0,
+        gpus=1,
+        devices=(),
+        attempt=1,
+        max_attempts=3,
+        created_at=now,
+    )
+
+
+def context(the_job: Job, lane: str, workdir: Path, seen: list[Progress]) -> RunContext:
+    return RunContext(
+        job=the_job,
+        devices=(lane,),
+        workdir=workdir,
+        report_progress=seen.append,
+        should_cancel=lambda: False,
+    )
+
+
+async def test_weights_travel_to_a_node_that_lacked_them(rig: Rig, tmp_path: Path) -> None:
+    first, second = rig.node_ids()
+    seen: list[Progress] = []
+    workdir = tmp_path / "job-1"
+    workdir.mkdir()
+    (workdir / "sim-runs.log").write_text("attempt 0 succeeded\n")
+
+    await rig.executor.run(context(job("job-1"), rig.lane_on(first), workdir, seen))
+
+    assert (rig.cache / first / rig.sha256).read_bytes() == rig.weights.read_bytes()
+    assert not (rig.cache / second).exists()
+    assert rig.executor.node_models[first[:12]] == [rig.sha256]
+    assert [progress.done for progress in seen] == [1, 2, 3, 4, 5]
+    # the job folder went to the node and what the run changed came back
+    assert (workdir / "sim-runs.log").read_text().splitlines() == [
+        "attempt 0 succeeded",
+        "attempt 1 succeeded",
+    ]
+
+
+async def test_a_tampered_copy_is_refused(rig: Rig, tmp_path: Path) -> None:
+    node = rig.node_ids()[1]
+    rig.weights.write_bytes(b"something else")  # the server's file changed after its import
+    with pytest.raises(YoloOrchError) as failure:
+        await rig.executor.run(context(job("job-2"), rig.lane_on(node), tmp_path / "j2", []))
+    assert failure.value.code == "model_tampered"
+    assert not (rig.cache / node / rig.sha256).exists()
+
+
+async def test_a_kept_copy_that_changed_is_fetched_again(rig: Rig, tmp_path: Path) -> None:
+    node = rig.node_ids()[0]
+    await rig.executor.run(context(job("job-3"), rig.lane_on(node), tmp_path / "j3", []))
+    kept = rig.cache / node / rig.sha256
+    kept.write_bytes(b"corrupted on the node")
+
+    await rig.executor.run(context(job("job-4"), rig.lane_on(node), tmp_path / "j4", []))
+
+    assert kept.read_bytes() == rig.weights.read_bytes()
