@@ -133,15 +133,18 @@ def test_known_moving_objects_make_one_track_each(tmp_path: Path, base: Path) ->
     from ultralytics.engine.results import Results
 
     truth = make_video(tmp_path / "shapes.mp4", frames=45, objects=3)
-    tracker = FrameTracker("bytetrack", None, "detect", "cpu")
+    # two jobs' trackers side by side (two lanes): each numbers its own tracks
+    trackers = [FrameTracker(kind, None, "detect", "cpu") for kind in ("bytetrack", "botsort")]
     blank = np.zeros((120, 160, 3), dtype=np.uint8)
     for frame, boxes in enumerate(truth):
         data = torch.tensor([[*box, 0.9, 0.0] for box in boxes])
-        tracked = tracker.update(Results(blank, "f", {0: "red"}, boxes=data), frame)
-        assert sorted(tracked.boxes.id.int().tolist()) == [1, 2, 3]
-    summary = tracker.summary({0: "red"})
-    assert summary.per_class == {"red": 3}
-    assert [(t["first_frame"], t["last_frame"]) for t in summary.tracks] == [(0, 44)] * 3
+        for tracker in trackers:
+            tracked = tracker.update(Results(blank, "f", {0: "red"}, boxes=data), frame)
+            assert sorted(tracked.boxes.id.int().tolist()) == [1, 2, 3]
+    for tracker in trackers:
+        summary = tracker.summary({0: "red"})
+        assert summary.per_class == {"red": 3}
+        assert [(t["first_frame"], t["last_frame"]) for t in summary.tracks] == [(0, 44)] * 3
 
 
 def test_stride_window_and_max_frames_pick_the_frames(
@@ -216,6 +219,22 @@ def test_cancel_mid_video_stops_between_frames_and_keeps_what_was_written(
     lines = (artifacts / "00000_clip.frames.jsonl").read_text().splitlines()
     assert [json.loads(line)["frame"] for line in lines] == list(range(10))
     assert frame_count(artifacts / "00000_clip.annotated.mp4") == 10
+
+
+def test_a_rerun_after_an_interruption_starts_again_from_the_first_frame(
+    runner: YoloInferenceRunner, video: Path, tmp_path: Path
+) -> None:
+    """What recovery's requeue does to a tracked video: the next attempt rewrites it whole."""
+    params: dict[str, Any] = {"imgsz": 64, "conf": 0.1, "max_det": 5, "track": "bytetrack"}
+    with pytest.raises(JobCancelled):
+        runner.run(RecordingContext(cancel_after=7).context(tmp_path / "job", [video], **params))
+    again = runner.run(RecordingContext().context(tmp_path / "job", [video], **params))
+    fresh = runner.run(RecordingContext().context(tmp_path / "fresh", [video], **params))
+
+    rerun = frames_of(tmp_path / "job", again.detail["images"][0])
+    assert [frame["frame"] for frame in rerun] == list(range(FRAMES))
+    assert rerun == frames_of(tmp_path / "fresh", fresh.detail["images"][0])
+    assert again.detail == fresh.detail
 
 
 def test_an_unreadable_video_fails_the_job_with_a_reason(

@@ -63,16 +63,27 @@ def has_videos(sources: list[InputFile]) -> bool:
 
 
 class _FrameProgress:
-    def __init__(self, ctx: RunContext, total: int, estimated: bool) -> None:
+    """Frames done against the frames planned: what the containers declare, corrected as each
+    video ends; never less than what is done (a container that declares nothing)."""
+
+    def __init__(self, ctx: RunContext, planned: int, estimated: bool) -> None:
         self._ctx = ctx
-        self.total = total
+        self._planned = planned
         self.done = 0
         self._detail: JsonObject = {"frame_count": "estimated" if estimated else "declared"}
 
+    @property
+    def total(self) -> int:
+        return max(self._planned, self.done)
+
     def at(self, done: int) -> None:
         self.done = done
-        self.total = max(self.total, done)
         self._ctx.report_progress(Progress(done, self.total, "frames", self._detail))
+
+    def settle(self, planned: int | None, ran: int) -> None:
+        """A video ended: count the frames it had, not those its container promised."""
+        self._planned += ran - (planned or 0)
+        self.at(self.done)
 
 
 def run_media(
@@ -112,6 +123,7 @@ def run_media(
         outcome = _VideoRun(ctx, model, device, params, encoding, progress).run(
             i, source, infos[i], roots
         )
+        progress.settle(planned[i], outcome.frames)
         entries[i] = outcome.entry
         videos_run.append(outcome)
     image_entries = [e for i, e in enumerate(entries) if i not in videos and e is not None]
