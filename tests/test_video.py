@@ -13,6 +13,7 @@ from tests.video_fixtures import frame_count, make_video
 from tests.yolo_fixtures import (
     CLASS_NAMES,
     RecordingContext,
+    build_task_checkpoint,
     ensure_ultralytics,
     fixed_resolver,
     make_images,
@@ -124,6 +125,36 @@ def test_tracks_match_ultralytics_own_track_on_the_same_file(
     assert {t["track_id"]: [t["first_frame"], t["last_frame"]] for t in tracks["tracks"]} == spans
     assert result.summary["tracks_per_class"] == {"red": len(spans)}
     InferenceResultDetail.model_validate(result.detail)
+
+
+@pytest.mark.parametrize("task", ["segment", "pose", "obb"])
+def test_every_box_task_tracks_as_ultralytics_does(
+    base: Path, video: Path, tmp_path: Path, task: str
+) -> None:
+    from ultralytics.models import YOLO
+
+    path = build_task_checkpoint(tmp_path / f"{task}.pt", task)
+    runner = YoloInferenceRunner(
+        fixed_resolver({"tiny": ResolvedWeights(path, sha256_file(path))}), data_roots=[base]
+    )
+    settings = {"imgsz": 64, "conf": 0.1, "max_det": 4}
+    ctx = RecordingContext().context(
+        tmp_path / "job", [video], track="bytetrack", max_frames=12, **settings
+    )
+    entry = runner.run(ctx).detail["images"][0]
+
+    ours = [[d["track_id"] for d in f["detections"]] for f in frames_of(tmp_path / "job", entry)]
+    theirs = []
+    for result in YOLO(str(path)).track(
+        str(video), stream=True, tracker="bytetrack.yaml", verbose=False, **settings
+    ):
+        boxes = result.obb if task == "obb" else result.boxes
+        theirs.append(boxes.id.int().tolist() if boxes.is_track else [])
+        if len(theirs) == 12:
+            break
+    assert any(ours)
+    assert ours == theirs
+    assert entry["tracks"]["count"] == len({i for ids in theirs for i in ids})
 
 
 def test_known_moving_objects_make_one_track_each(tmp_path: Path, base: Path) -> None:
