@@ -1,4 +1,5 @@
-"""ultralytics never reaches the network: import, inspect weights, run an inference job.
+"""ultralytics never reaches the network: import, inspect weights, run an inference job (and a
+tracked video job).
 
 Each check runs in a fresh Python process whose network is blocked before ultralytics is imported
 (this test process may already have imported it). The child blocks the socket functions Python
@@ -73,10 +74,19 @@ runner = YoloInferenceRunner(
 inputs = [*make_images(base / "images", 2), write_corrupt(base / "images" / "broken.jpg")]
 ctx = RecordingContext().context(base / "job", inputs, imgsz=128, save_annotated=True)
 result = runner.run(ctx)
+
+# Tracking imports lap, which ultralytics would pip-install if it were missing.
+from tests.video_fixtures import make_video
+make_video(base / "clip.mp4", frames=8)
+video_ctx = RecordingContext().context(
+    base / "video-job", [base / "clip.mp4"], imgsz=64, track="botsort", save_annotated=True
+)
+video = runner.run(video_ctx)
 print(json.dumps({
     "events": events,
     "task": info.task,
     "summary": result.summary,
+    "video_summary": video.summary,
     "artifacts": sorted(p.name for p in (base / "job" / "artifacts").iterdir()),
 }))
 """
@@ -162,6 +172,7 @@ def test_import_inspect_and_inference_make_no_network_attempt(tmp_path: Path) ->
     assert output["summary"]["images"] == 3
     assert output["summary"]["failed_images"] == 1
     assert output["artifacts"] == ["00000_img0.jpg", "00001_img1.jpg"]
+    assert output["video_summary"]["frames"] == 8
 
 
 def test_export_and_loading_the_exported_models_make_no_network_attempt(

@@ -48,6 +48,13 @@ class ArtifactNotFound(YoloOrchError):
         super().__init__(f"job {job_id} has no artifact named {name!r}")
 
 
+class FramesNotFound(YoloOrchError):
+    code = "frames_not_found"
+
+    def __init__(self, job_id: str, entry: int) -> None:
+        super().__init__(f"entry {entry} of job {job_id}'s result is not a video with frames")
+
+
 class ModelNotFound(YoloOrchError):
     code = "model_not_found"
 

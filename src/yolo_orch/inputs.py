@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from yolo_orch.errors import InvalidJob, InvalidJobInput, PathOutsideRoots, shown_path
 from yolo_orch.paths import WalkBudget, client_path_errors, contained, glob_files, is_glob
@@ -109,7 +111,18 @@ def check_relative(pattern: str) -> None:
 
 def read_contained(path: Path, roots: Sequence[Path]) -> bytes:
     """The bytes of the regular file at `path`, read only if it lies inside one of `roots`
-    where it is opened. Raises `InvalidJobInput` saying why not, without server paths.
+    where it is opened (see `open_contained`). Raises `InvalidJobInput` saying why not."""
+    with open_contained(path, roots) as file:
+        try:
+            return file.read()
+        except OSError as e:
+            raise InvalidJobInput(f"cannot read the file: {e.strerror or e}") from None
+
+
+@contextmanager
+def open_contained(path: Path, roots: Sequence[Path]) -> Iterator[BinaryIO]:
+    """The regular file at `path`, opened only if it lies inside one of `roots` where it is
+    opened. Raises `InvalidJobInput` saying why not, without server paths.
 
     For run time: a file that was inside the roots at submission may since have been replaced
     by a symlink leading out, or a folder on its path may have. So the path is resolved and
@@ -134,10 +147,15 @@ def read_contained(path: Path, roots: Sequence[Path]) -> bytes:
             raise InvalidJobInput("refused: not a regular file")
         if not _inside(_opened_path(fd, real, opened), real_roots):
             raise InvalidJobInput("refused: the file now leads outside the data roots")
-        try:
-            return file.read()
-        except OSError as e:
-            raise InvalidJobInput(f"cannot read the file: {e.strerror or e}") from None
+        yield file
+
+
+def opened_name(file: BinaryIO, path: Path) -> str:
+    """A path that names the open `file` itself, for libraries that open files by name (OpenCV's
+    video reader): its `/proc/self/fd` link where there is one, so a swap of the checked path
+    cannot change what they read; else `path`, the name it was opened by."""
+    link = f"/proc/self/fd/{file.fileno()}"
+    return link if os.path.exists(link) else str(path)
 
 
 def _opened_path(fd: int, expected: str, opened: os.stat_result) -> str:

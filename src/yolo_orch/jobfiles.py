@@ -23,6 +23,8 @@ METRICS_FILE = "metrics.json"
 ABANDONED_FILE = ".abandoned-at-drain.json"
 """A training job's per-epoch losses and validation scores, rewritten after each epoch."""
 ARTIFACTS_DIR = "artifacts"
+FRAMES_SUFFIX = ".frames.jsonl"
+"""A video input's per-frame results, `{entry:05d}_{stem}.frames.jsonl`, in its artifacts."""
 INPUTS_DIR = "inputs"
 
 
@@ -132,6 +134,19 @@ class JobFiles:
         """Entries `offset .. offset + limit - 1` of the job's result. Blocking."""
         folder = self.workdir(job_id)
         return resultfile.read_page(folder / RESULT_FILE, folder / RESULT_INDEX, offset, limit)
+
+    def frame_page(
+        self, job_id: str, entry: int, offset: int, limit: int
+    ) -> resultfile.EntryPage | None:
+        """Frames `offset .. offset + limit - 1` of the video at `entry` of the job's result
+        (its `{entry:05d}_*.frames.jsonl` artifact); None when that entry has none. Blocking."""
+        folder = self.workdir(job_id) / ARTIFACTS_DIR
+        found = sorted(folder.glob(f"{entry:05d}_*{FRAMES_SUFFIX}")) if entry >= 0 else []
+        if len(found) != 1:
+            return None
+        frames = found[0]
+        index = frames.with_name(f".{frames.name}.index")
+        return resultfile.read_page(frames, index, offset, limit, lines=True)
 
 
 def remove_counting(path: Path) -> int:

@@ -14,6 +14,9 @@ for each entry, the byte offsets where it starts and ends in `result.json` (two 
 little-endian integers), so entries `i..j` are one contiguous byte range of the file (the
 `,\\n` between them is JSON whitespace and a separator). Results without entries (training) have
 no index; results written before the index existed are paged by parsing them.
+
+A video's frames are written as they are made to a JSON Lines file (`EntryLog`), one frame a
+line, with an index of the same layout; `read_page(..., lines=True)` pages it the same way.
 """
 
 from __future__ import annotations
@@ -29,10 +32,19 @@ import anyio
 
 from yolo_orch.errors import ResultTooLarge
 
-__all__ = ["DEFAULT_MAX_RESULT_BYTES", "ENTRIES_KEY", "EntryPage", "read_page", "write_result"]
+__all__ = [
+    "DEFAULT_MAX_RESULT_BYTES",
+    "ENTRIES_KEY",
+    "FRAMES_KEY",
+    "EntryLog",
+    "EntryPage",
+    "read_page",
+    "write_result",
+]
 
 DEFAULT_MAX_RESULT_BYTES = 128 << 20
 ENTRIES_KEY = "images"
+FRAMES_KEY = "frames"
 _SPAN = struct.Struct("<QQ")
 _CHUNK_BYTES = 1 << 16
 
@@ -58,6 +70,36 @@ def write_result(file: BinaryIO, detail: dict[str, Any], max_bytes: int) -> byte
     return bytes(index)
 
 
+class EntryLog:
+    """A JSON Lines file written an entry at a time, and its index, so that entries never need
+    to be held in memory and a page of them is read like a result file's. Opening it truncates
+    both files (what an earlier attempt wrote)."""
+
+    def __init__(self, path: Path, index: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        index.parent.mkdir(parents=True, exist_ok=True)
+        self._file = path.open("wb")
+        self._index = index.open("wb")
+        self._written = 0
+        self.count = 0
+
+    def append(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry).encode()
+        self._file.write(line + b"\n")
+        self._index.write(_SPAN.pack(self._written, self._written + len(line)))
+        self._written += len(line) + 1
+        self.count += 1
+
+    def flush(self) -> None:
+        """Make what was appended readable by others (the artifact of a job still running)."""
+        self._file.flush()
+        self._index.flush()
+
+    def close(self) -> None:
+        self._file.close()
+        self._index.close()
+
+
 @dataclass(frozen=True)
 class EntryPage:
     """Entries `offset .. offset + count - 1` of `total`, as JSON array items joined by commas."""
@@ -69,6 +111,9 @@ class EntryPage:
     """Where the entries are, at `span` (start and end byte offsets); or in `inline`."""
     span: tuple[int, int] = (0, 0)
     inline: bytes = b""
+    key: str = ENTRIES_KEY
+    lines: bool = False
+    """The file is JSON Lines: entries are separated by newlines, not by commas."""
 
     @property
     def next_offset(self) -> int | None:
@@ -77,16 +122,17 @@ class EntryPage:
 
     async def json(self, limit: int) -> AsyncIterator[bytes]:
         """The page as the API returns it, `{"offset", "limit", "total", "next_offset",
-        "images"}`, its entries read from the result file a chunk at a time."""
+        "images"}` (or `"frames"`), its entries read from the file a chunk at a time."""
         head = {
             "offset": self.offset,
             "limit": limit,
             "total": self.total,
             "next_offset": self.next_offset,
         }
-        yield f"{json.dumps(head)[:-1]}, {json.dumps(ENTRIES_KEY)}: [".encode()
+        yield f"{json.dumps(head)[:-1]}, {json.dumps(self.key)}: [".encode()
         async for chunk in self._entries():
-            yield chunk
+            # JSON text holds no raw newline inside a value: each one separates two entries
+            yield chunk.replace(b"\n", b",") if self.lines else chunk
         yield b"]}"
 
     async def _entries(self) -> AsyncIterator[bytes]:
@@ -106,22 +152,28 @@ class EntryPage:
                 yield chunk
 
 
-def read_page(result: Path, index: Path, offset: int, limit: int) -> EntryPage:
-    """Entries `offset .. offset + limit - 1` of the result file, located through its index.
-    Blocking; reads only the page's part of the index."""
+def read_page(
+    result: Path, index: Path, offset: int, limit: int, *, lines: bool = False
+) -> EntryPage:
+    """Entries `offset .. offset + limit - 1` of the result file (with `lines`, of an
+    `EntryLog`'s frames), located through its index. Blocking; reads only the page's part of
+    the index."""
+    key = FRAMES_KEY if lines else ENTRIES_KEY
     try:
         with index.open("rb") as file:
             total = file.seek(0, 2) // _SPAN.size
             count = max(0, min(limit, total - offset))
             if count == 0:
-                return EntryPage(total, offset, 0)
+                return EntryPage(total, offset, 0, key=key)
             file.seek(offset * _SPAN.size)
             spans = file.read(count * _SPAN.size)
     except FileNotFoundError:
+        if lines:
+            raise
         return _parsed_page(result, offset, limit)
     first, _ = _SPAN.unpack_from(spans, 0)
     _, last = _SPAN.unpack_from(spans, len(spans) - _SPAN.size)
-    return EntryPage(total, offset, count, result, (first, last))
+    return EntryPage(total, offset, count, result, (first, last), key=key, lines=lines)
 
 
 def _parsed_page(result: Path, offset: int, limit: int) -> EntryPage:

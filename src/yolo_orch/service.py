@@ -30,6 +30,7 @@ from yolo_orch.domain import (
 )
 from yolo_orch.errors import (
     ArtifactNotFound,
+    FramesNotFound,
     InvalidJob,
     ModelNameTaken,
     ModelNotFound,
@@ -50,6 +51,7 @@ from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
 from yolo_orch.task_data import check_task_dataset
 from yolo_orch.variants import ExportFormat, available_formats, export_refusal
+from yolo_orch.videos import refuse_unreadable_videos
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +169,10 @@ class JobService:
                 await self._check_output_name(spec["params"].get("output_name"))
                 for export_format in spec["params"].get("export", []):
                     self._check_buildable(ExportFormat(export_format), half=False)
+        if new.kind is JobKind.INFERENCE and model_id is not None:
+            await anyio.to_thread.run_sync(
+                refuse_unreadable_videos, spec["files"], limiter=self._file_limiter
+            )
         return replace(new, spec=spec, model_id=model_id)
 
     async def _check_format(self, model: Model, params: JsonObject) -> None:
@@ -268,6 +274,16 @@ class JobService:
         return await anyio.to_thread.run_sync(
             self._files.result_page, job_id, offset, limit, limiter=self._file_limiter
         )
+
+    async def frame_page(self, job_id: str, entry: int, offset: int, limit: int) -> EntryPage:
+        """A page of the frames of the video at `entry` of a succeeded job's result."""
+        await self._succeeded(job_id)
+        page = await anyio.to_thread.run_sync(
+            self._files.frame_page, job_id, entry, offset, limit, limiter=self._file_limiter
+        )
+        if page is None:
+            raise FramesNotFound(job_id, entry)
+        return page
 
     async def _succeeded(self, job_id: str) -> None:
         job = await self._store.get(job_id)

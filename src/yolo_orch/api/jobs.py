@@ -118,7 +118,9 @@ RESULT_PAGE_MAX = 1000
     'page of the per-image entries: `{"offset", "limit", "total", "next_offset", '
     '"images"}`, where `images` holds entries `offset` to `offset + limit - 1` (fewer at the '
     "end) and `next_offset` is the `offset` of the next page, or null after the last. A "
-    "result without per-image entries (training) has `total` 0.",
+    "result without per-image entries (training) has `total` 0. With `entry`, the index of a "
+    "video's entry in `images`, the page holds that video's frames instead (`frames`, from "
+    "its JSON Lines artifact; 404 `frames_not_found` for an entry that is not a video).",
     responses={200: {"model": JobResultDetail}, **problem_responses(404, 409)},
 )
 async def get_result(
@@ -128,7 +130,14 @@ async def get_result(
     limit: Annotated[
         int | None, Query(ge=1, le=RESULT_PAGE_MAX, description="Entries per page.")
     ] = None,
+    entry: Annotated[
+        int | None, Query(ge=0, le=2**31, description="A video's entry: page its frames.")
+    ] = None,
 ) -> Response:
+    if entry is not None:
+        limit = limit or RESULT_PAGE_DEFAULT
+        frames = await jobs.frame_page(job_id, entry, offset or 0, limit)
+        return StreamingResponse(frames.json(limit), media_type="application/json")
     if offset is None and limit is None:
         return FileResponse(await jobs.result_file(job_id), media_type="application/json")
     limit = limit or RESULT_PAGE_DEFAULT

@@ -30,6 +30,7 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.ModelNotFound: 404,
     errors.ArtifactNotFound: 404,
     errors.UploadNotFound: 404,
+    errors.FramesNotFound: 404,
     errors.InvalidJob: 422,
     errors.InvalidCursor: 422,
     errors.InvalidWeights: 422,

@@ -31,6 +31,9 @@ class Detection(_Shape):
     class_name: str
     confidence: float
     box: Box
+    track_id: int | None = Field(
+        default=None, description="Video frames with `params.track`: the object's track."
+    )
 
 
 class RunLength(_Shape):
@@ -80,6 +83,9 @@ class ObbDetection(_Shape):
     class_name: str
     confidence: float
     obb: OrientedBox
+    track_id: int | None = Field(
+        default=None, description="Video frames with `params.track`: the object's track."
+    )
 
 
 class ClassScore(_Shape):
@@ -293,6 +299,48 @@ class DepthImage(_Image):
     )
 
 
+class VideoSummary(_Shape):
+    fps: float
+    frame_count: int | None = Field(description="What the container declares (null: nothing).")
+    frames: int = Field(description="Frames run: the window's, every `vid_stride`th.")
+    first_frame: int | None
+    last_frame: int | None
+    vid_stride: int
+
+
+class TrackSpan(_Shape):
+    track_id: int
+    class_id: int = Field(description="The class the track was first seen with.")
+    class_name: str
+    first_frame: int
+    last_frame: int
+    frames: int = Field(description="Frames it was tracked on.")
+
+
+class Tracks(_Shape):
+    count: int
+    per_class: dict[str, int] = Field(description="Distinct tracks per class name.")
+    tracks: list[TrackSpan]
+
+
+class VideoEntry(_Shape):
+    """A video input: its summary; its frames are in the `frames` artifact (JSON Lines: one
+    `{"frame", "time_s", ...}` a line, with the fields of the task's image entries), and pages of
+    them at `GET /v1/jobs/{id}/result?entry=N`."""
+
+    source: str
+    width: int
+    height: int
+    video: VideoSummary
+    frames: str = Field(description="Artifact: the per-frame results, JSON Lines.")
+    detections_total: int | None = Field(default=None, description="Box tasks: over all frames.")
+    tracks: Tracks | None = Field(default=None, description="With `params.track`.")
+    annotated: str | None = Field(default=None, description="With `save_annotated`: the mp4.")
+    annotated_codec: Literal["mp4v"] | None = Field(
+        default=None, description="MPEG-4 Part 2: the encoder OpenCV has here (no H.264)."
+    )
+
+
 class ImageError(_Shape):
     source: str
     error: str = Field(description="Why the image could not be read; the job still succeeds.")
@@ -306,6 +354,7 @@ ImageResult = (
     | ClassifyImage
     | SemanticImage
     | DepthImage
+    | VideoEntry
     | ImageError
 )
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 from pydantic.config import JsonDict
 
 from yolo_orch.errors import InvalidJob
-from yolo_orch.params.common import MAX_CLASS_ID, SimulatedParams
+from yolo_orch.params.common import MAX_CLASS_ID, SimulatedParams, StrictParams
 
 INFERENCE_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 """The model tasks inference jobs run: every task of ultralytics 8.4 (`ultralytics.cfg.TASKS`)."""
@@ -31,9 +31,81 @@ InferenceFormat = Literal["auto", "pt", "onnx", "openvino", "torchscript", "engi
 itself, or one exported format (`variants.ExportFormat`)."""
 
 
+TrackerType = Literal["bytetrack", "botsort"]
+"""The multi-object trackers of ultralytics (`ultralytics/cfg/trackers/{name}.yaml`) a video job
+may use."""
+MAX_VIDEO_SECONDS = 7 * 24 * 3600.0
+
+
 def _tasks(*tasks: str) -> JsonDict:
     listed: list[JsonValue] = [*tasks]
     return {"x-tasks": listed}
+
+
+def _botsort_only() -> JsonDict:
+    listed: list[JsonValue] = ["botsort"]
+    return {"x-trackers": listed}
+
+
+class TrackerSettings(StrictParams):
+    """Overrides of the tracker's own settings (`ultralytics/cfg/trackers/*.yaml`); a setting left
+    out keeps the value of the tracker's shipped yaml. Only the keys of those files are accepted
+    (a test holds this list to them), and the BoT-SORT ones only with `track: "botsort"`."""
+
+    track_high_thresh: float | None = Field(
+        default=None, ge=0, le=1, description="First-stage association score threshold."
+    )
+    track_low_thresh: float | None = Field(
+        default=None, ge=0, le=1, description="Second-stage (low-score) association threshold."
+    )
+    new_track_thresh: float | None = Field(
+        default=None, ge=0, le=1, description="Score a detection needs to start a new track."
+    )
+    track_buffer: int | None = Field(
+        default=None, ge=1, le=100_000, description="Frames a lost track is kept to be found again."
+    )
+    match_thresh: float | None = Field(
+        default=None, ge=0, le=1, description="Association cost threshold."
+    )
+    fuse_score: bool | None = Field(
+        default=None, description="Fuse detection scores into the association cost."
+    )
+    gmc_method: Literal["sparseOptFlow", "orb", "sift", "ecc", "none"] | None = Field(
+        default=None,
+        description="BoT-SORT: global motion compensation (for moving cameras).",
+        json_schema_extra=_botsort_only(),
+    )
+    proximity_thresh: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="BoT-SORT: IoU a track and a detection need to be matched by appearance.",
+        json_schema_extra=_botsort_only(),
+    )
+    appearance_thresh: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="BoT-SORT: appearance similarity needed to match by appearance.",
+        json_schema_extra=_botsort_only(),
+    )
+    with_reid: Literal[False] | None = Field(
+        default=None,
+        description="BoT-SORT: re-identification by appearance. Only false: ultralytics' ReID "
+        "needs a model it would download, or hooks into the detector the server does not set.",
+        json_schema_extra=_botsort_only(),
+    )
+
+    def overrides(self) -> dict[str, object]:
+        """The settings given, by their yaml key."""
+        return self.model_dump(exclude_none=True)
+
+
+BOTSORT_SETTINGS = tuple(
+    name
+    for name, field in TrackerSettings.model_fields.items()
+    if isinstance(field.json_schema_extra, dict) and "x-trackers" in field.json_schema_extra
+)
 
 
 class InferenceParams(SimulatedParams):
@@ -66,7 +138,39 @@ class InferenceParams(SimulatedParams):
         json_schema_extra=_tasks(*BOX_TASKS, "semantic"),
     )
     half: bool = Field(default=False, description="FP16 (CUDA lanes only).")
-    save_annotated: bool = Field(default=False, description="Keep annotated images as artifacts.")
+    save_annotated: bool = Field(
+        default=False,
+        description="Keep annotated images as artifacts (videos: one mp4, MPEG-4 Part 2 `mp4v`).",
+    )
+    vid_stride: int = Field(
+        default=1, ge=1, le=10_000, description="Videos: run every Nth frame of the time window."
+    )
+    max_frames: int | None = Field(
+        default=None, ge=1, le=100_000_000, description="Videos: run at most this many frames each."
+    )
+    start_s: float = Field(
+        default=0,
+        ge=0,
+        le=MAX_VIDEO_SECONDS,
+        description="Videos: the time window starts at this second (frame index / fps).",
+    )
+    end_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_VIDEO_SECONDS,
+        description="Videos: the time window ends before this second (unset: the end).",
+    )
+    track: TrackerType | None = Field(
+        default=None,
+        description='Videos: follow objects across frames with ultralytics\' "bytetrack" or '
+        '"botsort"; each detection then carries its `track_id`.',
+        json_schema_extra=_tasks(*BOX_TASKS),
+    )
+    tracker: TrackerSettings | None = Field(
+        default=None,
+        description="With `track`: the tracker's own settings, checked against its yaml.",
+        json_schema_extra=_tasks(*BOX_TASKS),
+    )
     format: InferenceFormat = Field(
         default="auto",
         description='"auto": the fastest variant of the model the lane can run for this imgsz '
@@ -92,6 +196,19 @@ class InferenceParams(SimulatedParams):
         '"png16": a 16-bit PNG of millimetres (65.535 m at most).',
         json_schema_extra=_tasks("depth"),
     )
+
+    @model_validator(mode="after")
+    def _check_video_params(self) -> InferenceParams:
+        if self.end_s is not None and self.end_s <= self.start_s:
+            raise ValueError("params.end_s must be after params.start_s")
+        if self.tracker is not None:
+            if self.track is None:
+                raise ValueError("params.tracker needs params.track")
+            given = self.tracker.overrides()
+            foreign = [name for name in BOTSORT_SETTINGS if name in given]
+            if self.track != "botsort" and foreign:
+                raise ValueError(f"{', '.join(foreign)}: BoT-SORT settings, not {self.track}'s")
+        return self
 
 
 def applicable_tasks(name: str) -> tuple[str, ...]:

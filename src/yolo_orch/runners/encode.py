@@ -108,6 +108,7 @@ def _detections(result: Results) -> list[JsonObject]:
     if boxes is None or len(boxes) == 0:
         return []
     names: dict[int, str] = result.names
+    tracked = bool(boxes.is_track)
     detections: list[JsonObject] = []
     # One list conversion per image, of `Boxes.data` (x1 y1 x2 y2 [track id] conf cls; its values
     # are Python floats already): with up to max_det boxes, converting xyxy, conf and cls apart and
@@ -116,19 +117,20 @@ def _detections(result: Results) -> list[JsonObject]:
         x1, y1, x2, y2 = row[:4]
         conf, cls = row[-2], row[-1]
         class_id = int(cls)
-        detections.append(
-            {
-                "class_id": class_id,
-                "class_name": names.get(class_id, str(class_id)),
-                "confidence": round(conf, 5),
-                "box": {
-                    "x1": round(x1, 3),
-                    "y1": round(y1, 3),
-                    "x2": round(x2, 3),
-                    "y2": round(y2, 3),
-                },
-            }
-        )
+        detection: JsonObject = {
+            "class_id": class_id,
+            "class_name": names.get(class_id, str(class_id)),
+            "confidence": round(conf, 5),
+            "box": {
+                "x1": round(x1, 3),
+                "y1": round(y1, 3),
+                "x2": round(x2, 3),
+                "y2": round(y2, 3),
+            },
+        }
+        if tracked:
+            detection["track_id"] = int(row[4])
+        detections.append(detection)
     return detections
 
 
@@ -206,26 +208,28 @@ def _obb(result: Results, encoding: Encoding, output: ImageOutput) -> JsonObject
         return {"detections": []}
     names: dict[int, str] = result.names
     corners = _numpy(obb.xyxyxyxy).tolist()
+    tracked = bool(obb.is_track)
     detections: list[JsonObject] = []
     for row, points in zip(obb.data.tolist(), corners, strict=True):
         cx, cy, w, h, rotation = row[:5]
         conf, cls = row[-2], row[-1]
         class_id = int(cls)
-        detections.append(
-            {
-                "class_id": class_id,
-                "class_name": names.get(class_id, str(class_id)),
-                "confidence": round(conf, 5),
-                "obb": {
-                    "cx": round(cx, 3),
-                    "cy": round(cy, 3),
-                    "w": round(w, 3),
-                    "h": round(h, 3),
-                    "rotation": round(rotation, 5),
-                    "points": [[round(x, 3), round(y, 3)] for x, y in points],
-                },
-            }
-        )
+        detection: JsonObject = {
+            "class_id": class_id,
+            "class_name": names.get(class_id, str(class_id)),
+            "confidence": round(conf, 5),
+            "obb": {
+                "cx": round(cx, 3),
+                "cy": round(cy, 3),
+                "w": round(w, 3),
+                "h": round(h, 3),
+                "rotation": round(rotation, 5),
+                "points": [[round(x, 3), round(y, 3)] for x, y in points],
+            },
+        }
+        if tracked:
+            detection["track_id"] = int(row[5])
+        detections.append(detection)
     return {"detections": detections}
 
 

@@ -19,6 +19,8 @@ Formats: a job runs its model's `.pt` or one of its exported variants (`params.f
 picks the fastest the lane can run, `variants.choose_variant`); the result's summary and the
 job's log say which (`format`, `variant_id`).
 
+Videos: a job with video inputs runs them, and its images, through `runners/video.py`.
+
 Call `configure_ultralytics` before constructing the runner (offline, safe load).
 """
 
@@ -49,6 +51,7 @@ from yolo_orch.runners.encode import Encoding, ImageOutput, counted, encode, sav
 from yolo_orch.runners.formats import lane_runtime
 from yolo_orch.runners.model_cache import ModelCache
 from yolo_orch.runners.predict import load_exported, load_model, predict_batch
+from yolo_orch.runners.video import has_videos, run_media
 from yolo_orch.variant_registry import ResolvedVariant
 from yolo_orch.variants import ExportFormat, LaneRuntime, choose_variant, named_variant
 from yolo_orch.weights import ResolvedWeights
@@ -152,7 +155,22 @@ class YoloInferenceRunner:
                 predictor = model.predictor
                 metadata = model.model if chosen is None or predictor is None else predictor.model
                 encoding = Encoding.of(task, params, metadata)
-                result = self._run_images(ctx, model, device, params, encoding, sources)
+                if has_videos(sources):
+                    result = run_media(
+                        ctx,
+                        model,
+                        device,
+                        params,
+                        encoding,
+                        sources,
+                        run_images=lambda images_ctx, images: self._run_images(
+                            images_ctx, model, device, params, encoding, images
+                        ),
+                        roots=[*self._data_roots, ctx.workdir / INPUTS_DIR],
+                        max_pixels=self._max_image_pixels,
+                    )
+                else:
+                    result = self._run_images(ctx, model, device, params, encoding, sources)
                 return JobResult(summary={**result.summary, **ran}, detail=result.detail)
         except torch.cuda.OutOfMemoryError as e:
             self._cache.flush(device)
