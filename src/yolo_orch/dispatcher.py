@@ -5,44 +5,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.to_thread
 
 from yolo_orch.admission import Lane, Lanes
+from yolo_orch.batching import BatchOutcome, BatchPolicy, companions, image_count
 from yolo_orch.clock import utcnow
-from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress, QueueOrder
-from yolo_orch.errors import JobAlreadyFinished, JobCancelled, YoloOrchError
+from yolo_orch.domain import (
+    ErrorCode,
+    Job,
+    JobError,
+    JobState,
+    Outcome,
+    Progress,
+    QueueOrder,
+)
+from yolo_orch.errors import JobAlreadyFinished
 from yolo_orch.executor import Executor
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
 from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import RunContext
+from yolo_orch.runs import Batch, OnBatch, Run, make_workdirs, outcome_of, write_results
 from yolo_orch.store.base import JobStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Run:
-    job_id: str
-    cancel: threading.Event = field(default_factory=threading.Event)
-    task: asyncio.Task[None] | None = None
-    progress: Progress | None = None
-    progress_writer: asyncio.Task[None] | None = None
-    lanes: tuple[Lane, ...] = ()
-    timeout_s: float = 0.0
-    started: float = 0.0
-    moved: float = 0.0
-    """Loop time of the last progress that changed anything (or of the start)."""
-    stopped_by: JobError | None = None
-    """Why the watchdog told the run to stop: its outcome is this failure, whatever it returns."""
-    stopped_at: float = 0.0
 
 
 class Dispatcher:
@@ -58,6 +48,8 @@ class Dispatcher:
         limits: RunLimits | None = None,
         priority_aging_per_minute: float = 0.0,
         on_run_end: Callable[[Job, Outcome, float], None] | None = None,
+        batching: BatchPolicy | None = None,
+        on_batch: OnBatch | None = None,
     ) -> None:
         self._store = store
         self._lanes = lanes
@@ -69,7 +61,11 @@ class Dispatcher:
         self._limits = limits or RunLimits()
         self._aging_per_minute = priority_aging_per_minute
         self._wakeup = asyncio.Event()
-        self._runs: dict[str, _Run] = {}
+        self._queue_changed = asyncio.Event()
+        """Set (and replaced) on every wake-up: what a batch waiting for companions waits on."""
+        self._batching = batching or BatchPolicy()
+        self._on_batch = on_batch
+        self._runs: dict[str, Run] = {}
         self._stopping = False
         self._admitting = asyncio.Lock()
         self._suspects: set[str] = set()
@@ -104,6 +100,8 @@ class Dispatcher:
 
     def wake(self) -> None:
         self._wakeup.set()
+        self._queue_changed.set()
+        self._queue_changed = asyncio.Event()
 
     def request_cancel(self, job_id: str) -> None:
         run = self._runs.get(job_id)
@@ -139,31 +137,38 @@ class Dispatcher:
         self._stopping = True
         self.wake()
         async with self._admitting:  # let a pass that is starting a job finish starting it
-            runs = {run.task: run for run in self._runs.values() if run.task is not None}
+            runs: dict[asyncio.Task[None], list[Run]] = {}
+            for run in self._runs.values():
+                if run.task is not None:
+                    runs.setdefault(run.task, []).append(run)
         if not runs:
             return
         _, pending = await asyncio.wait(runs, timeout=grace_s)
+        abandoned = [run.job_id for task in pending for run in runs[task]]
         for task in pending:
-            runs[task].cancel.set()  # cooperative runners stop soon; the outcome is not recorded
+            for run in runs[task]:  # cooperative runners stop soon; the outcome is not recorded
+                run.cancel.set()
             task.cancel()
-        if pending:  # a graceful stop, not a crash: these need not run alone at the next start
-            abandoned = [runs[task].job_id for task in pending]
+        if abandoned:  # a graceful stop, not a crash: these need not run alone at the next start
             await anyio.to_thread.run_sync(self._files.note_abandoned, abandoned)
         await asyncio.gather(*pending, return_exceptions=True)
-        self.abandoned += len(pending)
-        if pending:
-            log.warning("left %d running job(s) for recovery at the next start", len(pending))
+        self.abandoned += len(abandoned)
+        if abandoned:
+            log.warning("left %d running job(s) for recovery at the next start", len(abandoned))
 
     async def _admit_waiting(self) -> None:
         started = True
         while started and not self._stopping and not self._wedged_runs and self._lanes.free_slots:
             started = False
-            window = 2 * self._lanes.total_slots + len(self._lanes)
+            window = 2 * self._lanes.total_slots + len(self._lanes) + self._batching.lookahead
             reserved: set[str] = set()
             # Jobs needing more lanes than can take work are not even read: they would fill
             # the window and hide the runnable jobs behind them.
-            order = QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
-            for job in await self._store.next_queued(window, order):
+            order = self._order()
+            queue = await self._store.next_queued(window, order)
+            for position, job in enumerate(queue):
+                if job.id in self._runs:
+                    continue  # joined a batch of this pass
                 if self._stopping or self._suspects & self._runs.keys():
                     return
                 if len(reserved) == len(self._lanes) or self._lanes.free_slots == 0:
@@ -174,32 +179,145 @@ class Dispatcher:
                 if lanes is None:
                     reserved |= self._lanes.lanes_to_hold(job.gpus, reserved)
                     continue
-                started |= await self._start(job, lanes)
+                batch = Batch(job.id, lanes, room=self._room(job, lanes))
+                joined = self._companions(job, batch, queue[position + 1 :], order)
+                started |= await self._start(batch, [job, *joined])
 
-    async def _start(self, job: Job, lanes: tuple[Lane, ...]) -> bool:
-        run = _Run(job.id)
-        self._runs[job.id] = run  # before the claim, so a cancel that races it finds the run
-        try:
-            claimed = await self._store.claim(job.id, tuple(lane.id for lane in lanes), utcnow())
-        except BaseException:
-            self._forget(run, lanes)
-            raise
-        if claimed is None:  # cancelled while we admitted it
-            self._forget(run, lanes)
+    def _order(self) -> QueueOrder:
+        return QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
+
+    def _room(self, head: Job, lanes: tuple[Lane, ...]) -> int:
+        """Images a batch headed by `head` may take besides its own: none for a job that runs
+        alone (several lanes, or a suspect of the last crash)."""
+        if len(lanes) != 1 or head.id in self._suspects:
+            return 0
+        return self._batching.capacity(lanes[0].id) - image_count(head)
+
+    def _companions(
+        self, head: Job, batch: Batch, queue: Sequence[Job], order: QueueOrder
+    ) -> list[Job]:
+        return companions(
+            head,
+            queue,
+            order,
+            batch.room,
+            excluded=lambda job: job.id in self._runs,
+            stop_at=lambda job: job.id in self._suspects,
+        )
+
+    async def _start(self, batch: Batch, jobs: list[Job]) -> bool:
+        await self._claim(batch, jobs)
+        if not batch.runs:
+            self._release(batch)
             return False
-        run.lanes = lanes
-        run.timeout_s = self._limits.timeout_for(claimed)
-        run.started = run.moved = asyncio.get_running_loop().time()
-        run.task = asyncio.create_task(self._run_job(claimed, lanes, run), name=f"job {job.id}")
+        batch.formed = asyncio.get_running_loop().time()
+        task = asyncio.create_task(self._run_batch(batch), name=f"job {batch.jobs[0].id}")
+        for run in batch.runs:
+            run.task = task
         return True
 
-    def _forget(self, run: _Run, lanes: tuple[Lane, ...]) -> None:
-        self._runs.pop(run.job_id, None)
-        self._suspects.discard(run.job_id)
-        self._lanes.release(run.job_id, lanes)
+    async def _claim(self, batch: Batch, jobs: list[Job]) -> None:
+        """Claim `jobs` for `batch` (concurrent writes share one transaction); those cancelled
+        meanwhile are let go."""
+        runs = [Run(job.id) for job in jobs]
+        for run in runs:  # before the claim, so a cancel that races it finds the run
+            self._runs[run.job_id] = run
+        self._lanes.ride([job.id for job in jobs if job.id != batch.holder], batch.lanes)
+        devices = tuple(lane.id for lane in batch.lanes)
+        now = utcnow()
+        claims = await asyncio.gather(
+            *(self._store.claim(job.id, devices, now) for job in jobs), return_exceptions=True
+        )
+        started = asyncio.get_running_loop().time()
+        for run, claimed in zip(runs, claims, strict=True):
+            if not isinstance(claimed, Job):  # None: cancelled meanwhile
+                self._runs.pop(run.job_id, None)
+                self._lanes.unride(run.job_id, batch.lanes)
+                if isinstance(claimed, BaseException):
+                    log.error("could not claim job %s", run.job_id, exc_info=claimed)
+                continue
+            run.lanes = batch.lanes
+            run.timeout_s = self._limits.timeout_for(claimed)
+            run.started = run.moved = started
+            batch.jobs.append(claimed)
+            batch.runs.append(run)
+            if claimed.id != batch.holder:
+                batch.room -= image_count(claimed)
+
+    def _release(self, batch: Batch) -> None:
+        for run in batch.runs:
+            self._runs.pop(run.job_id, None)
+            self._suspects.discard(run.job_id)
+            self._lanes.unride(run.job_id, batch.lanes)
+        self._suspects.discard(batch.holder)
+        self._lanes.release(batch.holder, batch.lanes)
         self.wake()
 
-    async def _run_job(self, job: Job, lanes: tuple[Lane, ...], run: _Run) -> None:
+    async def _run_batch(self, batch: Batch) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            if batch.room > 0 and self._batching.window_s > 0:
+                await self._fill(batch)
+            current_job.set(batch.jobs[0].id)  # this task's context, inherited by the worker thread
+            lane = batch.lanes[0].id
+            if self._on_batch is not None and self._batching.capacity(lane) > 1:
+                self._on_batch(lane, len(batch.jobs), loop.time() - batch.formed)
+            ctxs = [
+                self._context(job, run) for job, run in zip(batch.jobs, batch.runs, strict=True)
+            ]
+            started = loop.time()
+            outcomes = await self._execute(ctxs)
+            recorded = await asyncio.gather(
+                *(
+                    self._record(job.id, outcome)
+                    for job, outcome in zip(batch.jobs, outcomes, strict=True)
+                ),
+                return_exceptions=True,
+            )
+            seconds = loop.time() - started
+            for job, outcome, failed in zip(batch.jobs, outcomes, recorded, strict=True):
+                if isinstance(failed, BaseException):
+                    log.error("could not record the outcome of job %s", job.id, exc_info=failed)
+                    continue
+                log.info("job %s %s", job.id, outcome.state)
+                if self._on_run_end is not None:
+                    try:
+                        self._on_run_end(job, outcome, seconds)
+                    except Exception:
+                        log.exception("the run-end hook failed for job %s", job.id)
+            for job, outcome in zip(batch.jobs, outcomes, strict=True):
+                if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
+                    await self._poisoned(job.id, outcome.error)
+                    break
+        except asyncio.CancelledError:
+            raise  # abandoned at shutdown: the jobs stay RUNNING for recovery
+        except Exception:
+            log.exception("could not run or record the batch of %s", batch.holder)
+        finally:
+            for run in batch.runs:
+                if run.progress_writer is not None:
+                    run.progress_writer.cancel()
+            self._release(batch)
+
+    async def _fill(self, batch: Batch) -> None:
+        """Wait up to the batching window for companions to join (the lane's turn is held)."""
+        loop = asyncio.get_running_loop()
+        deadline = batch.formed + self._batching.window_s
+        task = asyncio.current_task()
+        while batch.room > 0 and not self._stopping and loop.time() < deadline:
+            changed = self._queue_changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), deadline - loop.time())
+            async with self._admitting:
+                order = self._order()
+                queue = await self._store.next_queued(self._batching.lookahead * 2, order)
+                joined = self._companions(batch.jobs[0], batch, queue, order)
+                if joined:
+                    await self._claim(batch, joined)
+            for run in batch.runs:
+                run.task = run.task or task
+
+    def _context(self, job: Job, run: Run) -> RunContext:
         loop = asyncio.get_running_loop()
 
         def report_progress(progress: Progress) -> None:  # called from the worker thread
@@ -207,36 +325,15 @@ class Dispatcher:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._note_progress, run, progress)
 
-        workdir = self._files.workdir(job.id)
-        ctx = RunContext(
+        devices = tuple(lane.id for lane in run.lanes)
+        log.info("job %s started on %s (attempt %d)", job.id, ", ".join(devices), job.attempt)
+        return RunContext(
             job=job,
-            devices=tuple(lane.id for lane in lanes),
-            workdir=workdir,
+            devices=devices,
+            workdir=self._files.workdir(job.id),
             report_progress=report_progress,
             should_cancel=run.cancel.is_set,
         )
-        started = loop.time()
-        current_job.set(job.id)  # this task's context, inherited by the worker thread
-        log.info("job %s started on %s (attempt %d)", job.id, ", ".join(ctx.devices), job.attempt)
-        try:
-            outcome = await self._execute(ctx)
-            await self._record(job.id, outcome)
-            log.info("job %s %s", job.id, outcome.state)
-            if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
-                await self._poisoned(job.id, outcome.error)
-            if self._on_run_end is not None:
-                try:
-                    self._on_run_end(job, outcome, loop.time() - started)
-                except Exception:
-                    log.exception("the run-end hook failed for job %s", job.id)
-        except asyncio.CancelledError:
-            raise  # abandoned at shutdown: the job stays RUNNING for recovery
-        except Exception:
-            log.exception("could not record the outcome of job %s", job.id)
-        finally:
-            if run.progress_writer is not None:
-                run.progress_writer.cancel()
-            self._forget(run, lanes)
 
     async def _watch(self) -> None:
         """The watchdog: a job past its time limit, or whose progress stands still, is told to
@@ -264,7 +361,7 @@ class Dispatcher:
         if self._wedged_runs and not self._runs:
             self.wedged.set()
 
-    async def _wedge(self, run: _Run, error: JobError, task: asyncio.Task[None]) -> None:
+    async def _wedge(self, run: Run, error: JobError, task: asyncio.Task[None]) -> None:
         """Record the run's failure, abandon its thread (it cannot be killed), keep its lanes
         out of admission and admit nothing more: once the other runs end, the server exits."""
         with contextlib.suppress(JobAlreadyFinished):
@@ -295,9 +392,10 @@ class Dispatcher:
             f"the CUDA context of the server failed while this job ran (job {culprit}: "
             f"{error.message})",
         )
+        own = asyncio.current_task()
         for run in list(self._runs.values()):
-            if run.job_id == culprit or run.task is None:
-                continue
+            if run.job_id == culprit or run.task is None or run.task is own:
+                continue  # its batch companions have the culprit's error as their own
             run.cancel.set()
             run.task.cancel()  # its own outcome is not recorded: this one is
             with contextlib.suppress(JobAlreadyFinished):
@@ -319,26 +417,25 @@ class Dispatcher:
                 log.warning("recording job %s failed; retrying in %ss", job_id, delay)
                 await asyncio.sleep(delay)
 
-    async def _execute(self, ctx: RunContext) -> Outcome:
+    async def _execute(self, ctxs: list[RunContext]) -> list[Outcome]:
+        """Run the jobs (alone, or as a batch sharing forward passes) and write each one's
+        result; each job's outcome is its own."""
+        raw: list[BatchOutcome]
         try:
-            await anyio.Path(ctx.workdir).mkdir(parents=True, exist_ok=True)
-            result = await self._executor.run(ctx)
-            await anyio.to_thread.run_sync(self._files.write_result, ctx.job.id, result.detail)
-        except JobCancelled:
-            run = self._runs[ctx.job.id]
-            if run.stopped_by is not None:
-                return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
-            return Outcome(JobState.CANCELLED, progress=run.progress)
+            await anyio.to_thread.run_sync(make_workdirs, ctxs)
+            if len(ctxs) == 1:
+                raw = [await self._executor.run(ctxs[0])]
+            else:
+                raw = await self._executor.run_batch(ctxs)
         except Exception as exc:
-            error = self._runs[ctx.job.id].stopped_by or failure_of(exc)
-            log.warning("job %s failed: %s: %s", ctx.job.id, error.code, error.message)
-            return Outcome(JobState.FAILED, error=error, progress=self._runs[ctx.job.id].progress)
-        run = self._runs[ctx.job.id]
-        if run.stopped_by is not None:  # it ignored the stop, but not for long
-            return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
-        return Outcome(JobState.SUCCEEDED, result=result.summary, progress=run.progress)
+            raw = [exc] * len(ctxs)
+        raw = await anyio.to_thread.run_sync(write_results, self._files, ctxs, raw)
+        return [
+            outcome_of(self._runs[ctx.job.id], ctx.job.id, outcome)
+            for ctx, outcome in zip(ctxs, raw, strict=True)
+        ]
 
-    def _note_progress(self, run: _Run, progress: Progress) -> None:
+    def _note_progress(self, run: Run, progress: Progress) -> None:
         if self._runs.get(run.job_id) is not run:
             return  # reported after the run ended (or was abandoned)
         if progress != run.progress:
@@ -347,7 +444,7 @@ class Dispatcher:
         if run.progress_writer is None or run.progress_writer.done():
             run.progress_writer = asyncio.create_task(self._write_progress(run))
 
-    async def _write_progress(self, run: _Run) -> None:
+    async def _write_progress(self, run: Run) -> None:
         """Write the newest progress, at most once per interval, so a runner that reports every
         batch does not turn into one database write per batch."""
         written = None
@@ -358,42 +455,3 @@ class Dispatcher:
             except Exception:  # progress is advisory: the outcome is what must be recorded
                 log.warning("could not record the progress of job %s", run.job_id, exc_info=True)
             await asyncio.sleep(self._progress_interval_s)
-
-
-_STICKY_CUDA_ERRORS = (
-    "illegal memory access",
-    "device-side assert",
-    "unspecified launch failure",
-    "misaligned address",
-    "illegal instruction",
-    "uncorrectable ECC error",
-    "CUDA error: unknown error",
-)
-"""CUDA errors after which the process's CUDA context is unusable until the process ends."""
-
-
-def failure_of(exc: BaseException) -> JobError:
-    """Classify what a runner raised by what torch says: CUDA OOM is a RuntimeError saying "out
-    of memory"; sticky CUDA errors name their cause. The simulated runtime raises the same."""
-    if isinstance(exc, YoloOrchError):
-        return JobError(exc.code, exc.message)
-    if _disk_full(exc):
-        return JobError(ErrorCode.DISK_FULL, f"no space left on the device: {exc}")
-    if isinstance(exc, RuntimeError) and any(sign in str(exc) for sign in _STICKY_CUDA_ERRORS):
-        return JobError(ErrorCode.CUDA_FATAL, str(exc))
-    if isinstance(exc, RuntimeError) and "out of memory" in str(exc):
-        return JobError(ErrorCode.CUDA_OOM, str(exc))
-    return JobError(ErrorCode.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
-
-
-def _disk_full(exc: BaseException | None) -> bool:
-    """ENOSPC, raised directly or as the cause of what a library raised instead (torch's
-    checkpoint writer, for one, says so only in its message)."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return True
-        if "No space left on device" in str(exc):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False

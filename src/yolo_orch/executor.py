@@ -6,11 +6,13 @@ dispatcher, the API and the store would not change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import anyio
 import anyio.to_thread
 
+from yolo_orch.batching import BatchOutcome, run_batch
 from yolo_orch.domain import JobResult
 from yolo_orch.runners.base import RunContext, Runtime
 
@@ -18,6 +20,11 @@ from yolo_orch.runners.base import RunContext, Runtime
 class Executor(Protocol):
     async def run(self, ctx: RunContext) -> JobResult:
         """Run the job to completion; cancelling the awaiting task abandons the run."""
+        ...
+
+    async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        """Run jobs of one kind that share forward passes on one lane (`batching.run_batch`);
+        answer for each job in order."""
         ...
 
 
@@ -32,4 +39,10 @@ class ThreadExecutor:
         runner = self._runtime.runner(ctx.job.kind)
         return await anyio.to_thread.run_sync(
             runner.run, ctx, limiter=self._limiter, abandon_on_cancel=True
+        )
+
+    async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        runner = self._runtime.runner(ctxs[0].job.kind)
+        return await anyio.to_thread.run_sync(
+            run_batch, runner, ctxs, limiter=self._limiter, abandon_on_cancel=True
         )
