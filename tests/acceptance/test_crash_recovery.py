@@ -26,6 +26,7 @@ from tests.acceptance.conftest import (
     sim_training,
     wait_for,
 )
+from yolo_orch.runners.simulated import BATCH_LOG
 
 OPERATIONS = 200
 KILL_AFTER_ACKS = 100
@@ -118,8 +119,11 @@ class Submitter:
 
 
 @pytest.mark.acceptance
-def test_sigkill_loses_no_acknowledged_job(server_factory: ServerFactory) -> None:
-    server = server_factory(sim_lanes=2, max_attempts=3)
+@pytest.mark.parametrize("batching", [False, True], ids=["alone", "batched"])
+def test_sigkill_loses_no_acknowledged_job(server_factory: ServerFactory, batching: bool) -> None:
+    # batched: queued inference jobs of one priority's params share forward passes of 8 images
+    settings = {"batch_max_images": '{"sim": 8}'} if batching else {}
+    server = server_factory(sim_lanes=2, max_attempts=3, **settings)
     server.start()
     submissions = [submission(i) for i in range(OPERATIONS)]
     submitter = Submitter(server, submissions)
@@ -151,6 +155,8 @@ def test_sigkill_loses_no_acknowledged_job(server_factory: ServerFactory) -> Non
             interval=0.2,
         )
     check_total_queue(server, submissions, jobs)
+    shared = list(server.data_dir.glob(f"jobs/*/{BATCH_LOG}"))
+    assert bool(shared) is batching, "batched runs shared no pass, or unbatched ones did"
 
 
 def check_total_queue(
