@@ -29,7 +29,7 @@ from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
 from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import RunContext
-from yolo_orch.runs import Batch, OnBatch, Run, make_workdirs, outcome_of, write_results
+from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, write_results
 from yolo_orch.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,8 @@ class Dispatcher:
                     continue
                 batch = Batch(job.id, lanes, room=self._room(job, lanes))
                 joined = self._companions(job, batch, queue[position + 1 :], order)
-                started |= await self._start(batch, [job, *joined])
+                self._start(batch, [job, *joined])
+                started = True
 
     def _order(self) -> QueueOrder:
         return QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
@@ -205,44 +206,51 @@ class Dispatcher:
             stop_at=lambda job: job.id in self._suspects,
         )
 
-    async def _start(self, batch: Batch, jobs: list[Job]) -> bool:
-        await self._claim(batch, jobs)
-        if not batch.runs:
-            self._release(batch)
-            return False
-        batch.formed = asyncio.get_running_loop().time()
-        task = asyncio.create_task(self._run_batch(batch), name=f"job {batch.jobs[0].id}")
-        for run in batch.runs:
-            run.task = task
-        return True
+    def _start(self, batch: Batch, jobs: list[Job]) -> None:
+        """Run `jobs` (a batch's head first) in a task of their own: the claims of jobs started
+        together share one commit, and admission never waits for one."""
+        task = asyncio.create_task(self._run_batch(batch, jobs), name=f"job {batch.holder}")
+        self._register(batch, jobs, task)
+
+    def _register(self, batch: Batch, jobs: list[Job], task: asyncio.Task[None] | None) -> None:
+        """Before the claim, so that a cancel racing it finds the run."""
+        for job in jobs:
+            run = Run(job.id, task=task)
+            self._runs[job.id] = run
+            batch.runs.append(run)
+        self._lanes.ride([job.id for job in jobs if job.id != batch.holder], batch.lanes)
 
     async def _claim(self, batch: Batch, jobs: list[Job]) -> None:
-        """Claim `jobs` for `batch` (concurrent writes share one transaction); those cancelled
-        meanwhile are let go."""
-        runs = [Run(job.id) for job in jobs]
-        for run in runs:  # before the claim, so a cancel that races it finds the run
-            self._runs[run.job_id] = run
-        self._lanes.ride([job.id for job in jobs if job.id != batch.holder], batch.lanes)
+        """Claim `jobs` (registered) for `batch`; those cancelled meanwhile are let go."""
         devices = tuple(lane.id for lane in batch.lanes)
         now = utcnow()
         claims = await asyncio.gather(
             *(self._store.claim(job.id, devices, now) for job in jobs), return_exceptions=True
         )
         started = asyncio.get_running_loop().time()
-        for run, claimed in zip(runs, claims, strict=True):
+        for job, claimed in zip(jobs, claims, strict=True):
+            run = self._runs[job.id]
             if not isinstance(claimed, Job):  # None: cancelled meanwhile
-                self._runs.pop(run.job_id, None)
-                self._lanes.unride(run.job_id, batch.lanes)
+                self._runs.pop(job.id, None)
+                self._lanes.unride(job.id, batch.lanes)
+                batch.runs.remove(run)
                 if isinstance(claimed, BaseException):
-                    log.error("could not claim job %s", run.job_id, exc_info=claimed)
+                    log.error("could not claim job %s", job.id, exc_info=claimed)
                 continue
             run.lanes = batch.lanes
             run.timeout_s = self._limits.timeout_for(claimed)
             run.started = run.moved = started
             batch.jobs.append(claimed)
-            batch.runs.append(run)
             if claimed.id != batch.holder:
                 batch.room -= image_count(claimed)
+
+    def _free_turn(self, batch: Batch) -> None:
+        """The lane's turn goes back once the work is done, so the next job's claim shares a
+        commit with these outcomes rather than waiting for them."""
+        for run in batch.runs:
+            self._lanes.unride(run.job_id, batch.lanes)
+        self._lanes.release(batch.holder, batch.lanes)
+        self.wake()
 
     def _release(self, batch: Batch) -> None:
         for run in batch.runs:
@@ -253,9 +261,13 @@ class Dispatcher:
         self._lanes.release(batch.holder, batch.lanes)
         self.wake()
 
-    async def _run_batch(self, batch: Batch) -> None:
+    async def _run_batch(self, batch: Batch, jobs: list[Job]) -> None:
         loop = asyncio.get_running_loop()
         try:
+            await self._claim(batch, jobs)
+            if not batch.jobs:
+                return
+            batch.formed = loop.time()
             if batch.room > 0 and self._batching.window_s > 0:
                 await self._fill(batch)
             current_job.set(batch.jobs[0].id)  # this task's context, inherited by the worker thread
@@ -266,7 +278,7 @@ class Dispatcher:
                 self._context(job, run) for job, run in zip(batch.jobs, batch.runs, strict=True)
             ]
             started = loop.time()
-            outcomes = await self._execute(ctxs)
+            outcomes = await self._execute(batch, ctxs)
             recorded = await asyncio.gather(
                 *(
                     self._record(job.id, outcome)
@@ -312,10 +324,9 @@ class Dispatcher:
                 order = self._order()
                 queue = await self._store.next_queued(self._batching.lookahead * 2, order)
                 joined = self._companions(batch.jobs[0], batch, queue, order)
-                if joined:
-                    await self._claim(batch, joined)
-            for run in batch.runs:
-                run.task = run.task or task
+                self._register(batch, joined, task)
+            if joined:
+                await self._claim(batch, joined)
 
     def _context(self, job: Job, run: Run) -> RunContext:
         loop = asyncio.get_running_loop()
@@ -348,8 +359,8 @@ class Dispatcher:
 
     async def _check_runs(self, now: float) -> None:
         for run in list(self._runs.values()):
-            if run.task is None or run.task.done() or run.task.cancelling():
-                continue  # not started yet, ended, or abandoned
+            if not run.lanes or run.task is None or run.task.done() or run.task.cancelling():
+                continue  # not claimed yet, ended, or abandoned
             if run.stopped_by is None:
                 breach = self._limits.breach(run.timeout_s, now - run.started, now - run.moved)
                 if breach is not None:
@@ -394,7 +405,7 @@ class Dispatcher:
         )
         own = asyncio.current_task()
         for run in list(self._runs.values()):
-            if run.job_id == culprit or run.task is None or run.task is own:
+            if run.job_id == culprit or run.task is None or run.task is own or not run.lanes:
                 continue  # its batch companions have the culprit's error as their own
             run.cancel.set()
             run.task.cancel()  # its own outcome is not recorded: this one is
@@ -417,18 +428,18 @@ class Dispatcher:
                 log.warning("recording job %s failed; retrying in %ss", job_id, delay)
                 await asyncio.sleep(delay)
 
-    async def _execute(self, ctxs: list[RunContext]) -> list[Outcome]:
-        """Run the jobs (alone, or as a batch sharing forward passes) and write each one's
-        result; each job's outcome is its own."""
+    async def _execute(self, batch: Batch, ctxs: list[RunContext]) -> list[Outcome]:
+        """Run the jobs (alone, or as a batch sharing forward passes), give back the lane's turn
+        and write each one's result; each job's outcome is its own."""
         raw: list[BatchOutcome]
         try:
-            await anyio.to_thread.run_sync(make_workdirs, ctxs)
             if len(ctxs) == 1:
                 raw = [await self._executor.run(ctxs[0])]
             else:
                 raw = await self._executor.run_batch(ctxs)
         except Exception as exc:
             raw = [exc] * len(ctxs)
+        self._free_turn(batch)
         raw = await anyio.to_thread.run_sync(write_results, self._files, ctxs, raw)
         return [
             outcome_of(self._runs[ctx.job.id], ctx.job.id, outcome)
@@ -448,6 +459,8 @@ class Dispatcher:
         """Write the newest progress, at most once per interval, so a runner that reports every
         batch does not turn into one database write per batch."""
         written = None
+        # A run that ends within the first interval writes no progress: its outcome has it.
+        await asyncio.sleep(self._progress_interval_s)
         while run.progress is not None and run.progress != written:
             written = run.progress
             try:

@@ -87,8 +87,3 @@ def write_results(
                 outcome = exc
         written.append(outcome)
     return written
-
-
-def make_workdirs(ctxs: list[RunContext]) -> None:
-    for ctx in ctxs:
-        ctx.workdir.mkdir(parents=True, exist_ok=True)
