@@ -46,7 +46,8 @@ from yolo_orch.service import JobService
 from yolo_orch.store import migrate
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
-from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
+from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.sqlite_registry import SQLiteModelStore
 from yolo_orch.telemetry import GpuTelemetry
 from yolo_orch.weights import CheckpointInfo
