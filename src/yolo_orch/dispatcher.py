@@ -29,8 +29,9 @@ from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
 from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import RunContext
-from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, write_results
+from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, write_result
 from yolo_orch.store.base import JobStore
+from yolo_orch.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +78,13 @@ class Dispatcher:
         self.fatal = asyncio.Event()
         """Set once a sticky CUDA error has poisoned this process: the server must exit (and
         systemd restart it) for CUDA to work again."""
-        self.wedged = asyncio.Event()
+        self._watchdog = Watchdog(store, self._limits, self._runs, self.wake)
+
+    @property
+    def wedged(self) -> asyncio.Event:
         """Set once a run's thread ignored a stop past the grace period and every other run has
         ended: the server must exit (and systemd restart it) to get its lanes back."""
-        self._wedged_runs = 0
+        return self._watchdog.wedged
 
     @property
     def running_jobs(self) -> list[str]:
@@ -111,7 +115,7 @@ class Dispatcher:
     async def run(self) -> None:
         """Admit jobs whenever something changes, until `drain` is called; meanwhile watch the
         running jobs' time limits and progress."""
-        watchdog = asyncio.create_task(self._watch(), name="job-watchdog")
+        watchdog = asyncio.create_task(self._watchdog.run(), name="job-watchdog")
         try:
             await self._admit_until_stopped()
         finally:
@@ -158,7 +162,12 @@ class Dispatcher:
 
     async def _admit_waiting(self) -> None:
         started = True
-        while started and not self._stopping and not self._wedged_runs and self._lanes.free_slots:
+        while (
+            started
+            and not self._stopping
+            and not self._watchdog.wedged_runs
+            and self._lanes.free_slots
+        ):
             started = False
             window = 2 * self._lanes.total_slots + len(self._lanes) + self._batching.lookahead
             reserved: set[str] = set()
@@ -183,6 +192,10 @@ class Dispatcher:
                 joined = self._companions(job, batch, queue[position + 1 :], order)
                 self._start(batch, [job, *joined])
                 started = True
+
+    def _admits(self) -> bool:
+        """Not stopping, and no lane wedged (the server restarts once the other runs end)."""
+        return not self._stopping and not self._watchdog.wedged_runs
 
     def _order(self) -> QueueOrder:
         return QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
@@ -346,52 +359,6 @@ class Dispatcher:
             should_cancel=run.cancel.is_set,
         )
 
-    async def _watch(self) -> None:
-        """The watchdog: a job past its time limit, or whose progress stands still, is told to
-        stop as a cancel would; one whose thread ignores that past the grace period is failed
-        here and its lanes wedged."""
-        while True:
-            await asyncio.sleep(self._limits.check_interval_s)
-            try:
-                await self._check_runs(asyncio.get_running_loop().time())
-            except Exception:  # the store failed to record a wedged job: the next round retries
-                log.exception("the watchdog's round failed")
-
-    async def _check_runs(self, now: float) -> None:
-        for run in list(self._runs.values()):
-            if not run.lanes or run.task is None or run.task.done() or run.task.cancelling():
-                continue  # not claimed yet, ended, or abandoned
-            if run.stopped_by is None:
-                breach = self._limits.breach(run.timeout_s, now - run.started, now - run.moved)
-                if breach is not None:
-                    log.warning("job %s: %s; stopping it", run.job_id, breach.message)
-                    run.stopped_by, run.stopped_at = breach, now
-                    run.cancel.set()
-            elif now - run.stopped_at >= self._limits.wedge_grace_s:
-                await self._wedge(run, run.stopped_by, run.task)
-        if self._wedged_runs and not self._runs:
-            self.wedged.set()
-
-    async def _wedge(self, run: Run, error: JobError, task: asyncio.Task[None]) -> None:
-        """Record the run's failure, abandon its thread (it cannot be killed), keep its lanes
-        out of admission and admit nothing more: once the other runs end, the server exits."""
-        with contextlib.suppress(JobAlreadyFinished):
-            outcome = Outcome(JobState.FAILED, error, progress=run.progress)
-            await self._store.finish(run.job_id, outcome, utcnow())
-        lanes = ", ".join(lane.id for lane in run.lanes)
-        log.critical(
-            "job %s did not stop within %gs: lanes %s are wedged; the server restarts once "
-            "the other jobs end",
-            run.job_id,
-            self._limits.wedge_grace_s,
-            lanes,
-        )
-        for lane in run.lanes:
-            lane.wedged = True
-        self._wedged_runs += 1
-        self.wake()
-        task.cancel()  # abandons the thread; its outcome, recorded here, stays
-
     async def _poisoned(self, culprit: str, error: JobError) -> None:
         """Admit nothing more, fail the other jobs running in this CUDA context, and say the
         process must end; queued jobs wait for the next start."""
@@ -440,7 +407,13 @@ class Dispatcher:
         except Exception as exc:
             raw = [exc] * len(ctxs)
         self._free_turn(batch)
-        raw = await anyio.to_thread.run_sync(write_results, self._files, ctxs, raw)
+        # One thread each: a batch's fsyncs overlap rather than queue behind each other.
+        raw = await asyncio.gather(
+            *(
+                anyio.to_thread.run_sync(write_result, self._files, ctx.job.id, outcome)
+                for ctx, outcome in zip(ctxs, raw, strict=True)
+            )
+        )
         return [
             outcome_of(self._runs[ctx.job.id], ctx.job.id, outcome)
             for ctx, outcome in zip(ctxs, raw, strict=True)

@@ -15,7 +15,6 @@ from yolo_orch.domain import Job, JobError, JobResult, JobState, Outcome, Progre
 from yolo_orch.errors import JobCancelled
 from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
-from yolo_orch.runners.base import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +72,12 @@ def outcome_of(run: Run, job_id: str, raw: BatchOutcome) -> Outcome:
     return Outcome(JobState.SUCCEEDED, result=raw.summary, progress=run.progress)
 
 
-def write_results(
-    files: JobFiles, ctxs: list[RunContext], raw: list[BatchOutcome]
-) -> list[BatchOutcome]:
-    """Blocking: each job's result file, durable before the job may be marked succeeded; a job
-    whose file cannot be written fails alone."""
-    written: list[BatchOutcome] = []
-    for ctx, outcome in zip(ctxs, raw, strict=True):
-        if isinstance(outcome, JobResult):
-            try:
-                files.write_result(ctx.job.id, outcome.detail)
-            except Exception as exc:
-                outcome = exc
-        written.append(outcome)
-    return written
+def write_result(files: JobFiles, job_id: str, outcome: BatchOutcome) -> BatchOutcome:
+    """Blocking: the job's result file, durable before the job may be marked succeeded; a job
+    whose file cannot be written fails (alone)."""
+    if isinstance(outcome, JobResult):
+        try:
+            files.write_result(job_id, outcome.detail)
+        except Exception as exc:
+            return exc
+    return outcome
