@@ -111,10 +111,14 @@ def run_zero(lanes: int, count: int, batch: int) -> dict[str, float]:
         "gpus": lanes,
         "params": {"sim_seconds": 3600, "sim_steps": 10_000},
     }
+    # A server without batch_max_images (on main too) when every job runs alone.
+    serving = (
+        running_server(sim_lanes=lanes, max_queued=count + 10, batch_max_images={"sim": batch})
+        if batch > 1
+        else running_server(sim_lanes=lanes, max_queued=count + 10)
+    )
     with (
-        running_server(
-            sim_lanes=lanes, max_queued=count + 10, batch_max_images={"sim": batch}
-        ) as server,
+        serving as server,
         httpx.Client(base_url=server.url, timeout=60) as client,
     ):
         gate = client.post("/v1/jobs", json=gate_body).json()["id"]
