@@ -25,6 +25,7 @@ from yolo_orch.domain import (
 )
 from yolo_orch.errors import JobAlreadyFinished
 from yolo_orch.executor import Executor
+from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
 from yolo_orch.run_limits import RunLimits
@@ -406,6 +407,8 @@ class Dispatcher:
                 raw = await self._executor.run_batch(ctxs)
         except Exception as exc:
             raw = [exc] * len(ctxs)
+        if any(_poisons(outcome) for outcome in raw):
+            self._stopping = True  # before the turn goes back: nothing more may start here
         self._free_turn(batch)
         # One thread each: a batch's fsyncs overlap rather than queue behind each other.
         raw = await asyncio.gather(
@@ -441,3 +444,7 @@ class Dispatcher:
             except Exception:  # progress is advisory: the outcome is what must be recorded
                 log.warning("could not record the progress of job %s", run.job_id, exc_info=True)
             await asyncio.sleep(self._progress_interval_s)
+
+
+def _poisons(outcome: BatchOutcome) -> bool:
+    return isinstance(outcome, Exception) and failure_of(outcome).code == ErrorCode.CUDA_FATAL
