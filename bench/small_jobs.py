@@ -21,6 +21,7 @@ import asyncio
 import base64
 import contextlib
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -180,7 +181,8 @@ def _litserve(ws: Workspace, imgsz: int, batch: int, tmp: Path) -> Iterator[str]
     command = [sys.executable, "-m", "bench._litserve", str(ws.weights)]
     command += ["--imgsz", str(imgsz), "--batch", str(batch), "--port", str(port)]
     with (tmp / "litserve.log").open("w") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+        # A session of its own: LitServe's workers are processes of their own, stopped with it.
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -193,11 +195,13 @@ def _litserve(ws: Workspace, imgsz: int, batch: int, tmp: Path) -> Iterator[str]
             time.sleep(0.2)
         yield url
     finally:
-        process.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
 
 
 def main() -> None:
