@@ -47,9 +47,12 @@ def read_rss_kib(pid: int) -> int:
 
 
 def _env_value(value: object) -> str:
-    # Lists (lanes, data_roots, model_roots) are read from the environment as JSON.
+    # Lists (lanes, data_roots, model_roots) and tables (batch_max_images) are read from the
+    # environment as JSON.
     if isinstance(value, list | tuple):
         return json.dumps([str(item) for item in value])
+    if isinstance(value, dict):
+        return json.dumps(value)
     return str(value)
 
 

@@ -2,6 +2,12 @@
 4 simulated lanes, a saturating mixed stream of 1-lane inference and 2-lane training jobs.
 
     python -m bench.admission [--lanes 4] [--seconds 0.05 0.2 1.0] [--work 12] [--training 0.2]
+    python -m bench.admission --zero 3000 [--lanes 2] [--batch 1 8]
+
+`--zero N`: the dispatcher's own cost per job instead. N inference jobs that take no time
+(`sim_seconds: 0`, one step) are queued behind the gate; it prints how many jobs per second the
+lanes drain (from the gate's end to the last job's end), for each `--batch` (the simulated
+lanes' `batch_max_images`; 1: every job alone).
 
 How the stream saturates: a 4-lane "gate" job holds every lane while the queue is filled (so
 submission speed does not limit the dispatcher), then is cancelled. Wall time runs from the
@@ -93,6 +99,43 @@ def run(lanes: int, seconds: float, work_s: float, training_share: float) -> dic
     }
 
 
+def run_zero(lanes: int, count: int, batch: int) -> dict[str, float]:
+    params = {"sim_seconds": 0, "sim_steps": 1}
+    bodies = [
+        {"kind": "inference", "model": "sim", "inputs": [f"i{i}"], "params": params}
+        for i in range(count)
+    ]
+    gate_body = {
+        "kind": "training",
+        "model": "sim",
+        "gpus": lanes,
+        "params": {"sim_seconds": 3600, "sim_steps": 10_000},
+    }
+    # A server without batch_max_images (on main too) when every job runs alone.
+    serving = (
+        running_server(sim_lanes=lanes, max_queued=count + 10, batch_max_images={"sim": batch})
+        if batch > 1
+        else running_server(sim_lanes=lanes, max_queued=count + 10)
+    )
+    with (
+        serving as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
+        gate = client.post("/v1/jobs", json=gate_body).json()["id"]
+        while client.get(f"/v1/jobs/{gate}").json()["state"] != "running":
+            time.sleep(0.01)
+        asyncio.run(fill(server.url, bodies))
+        client.post(f"/v1/jobs/{gate}/cancel")
+        wait_all_terminal(client, timeout_s=count + 120)
+        jobs = [job for job in list_jobs(client) if job["id"] != gate]
+        gate_job = client.get(f"/v1/jobs/{gate}").json()
+    states = {job["state"] for job in jobs}
+    if states != {"succeeded"}:
+        raise RuntimeError(f"unexpected job states: {states}")
+    wall = max(_ts(job["finished_at"]) for job in jobs) - _ts(gate_job["finished_at"])
+    return {"jobs": len(jobs), "wall": wall, "rate": len(jobs) / wall}
+
+
 def _ts(stamp: Any) -> float:
     return datetime.fromisoformat(str(stamp)).timestamp()
 
@@ -103,7 +146,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, nargs="+", default=[0.05, 0.2, 1.0])
     parser.add_argument("--work", type=float, default=12.0, help="seconds of work per lane")
     parser.add_argument("--training", type=float, default=0.2, help="share of 2-lane jobs")
+    parser.add_argument("--zero", type=int, default=0, help="zero-second jobs to drain instead")
+    parser.add_argument("--batch", type=int, nargs="+", default=[1], help="with --zero")
     args = parser.parse_args()
+    if args.zero:
+        print(f"{args.zero} zero-second inference jobs through {args.lanes} simulated lanes")
+        print(f"{'batch':>5} {'jobs':>6} {'wall s':>7} {'jobs/s':>7}")
+        for batch in args.batch:
+            row = run_zero(args.lanes, args.zero, batch)
+            print(f"{batch:>5} {row['jobs']:>6.0f} {row['wall']:>7.2f} {row['rate']:>7.0f}")
+        return
     print(f"{args.lanes} simulated lanes; {args.training:.0%} of jobs are 2-lane training")
     print(
         f"{'sim_seconds':>11} {'jobs':>6} {'2-lane':>6} {'wall s':>7} "

@@ -33,7 +33,8 @@ import httpx
 from bench._server import percentile, running_server
 from bench.submit import submit_all
 from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
+from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sqlite_db import SQLiteDatabase
 
 LANES = 2
 WINDOW = 2 * LANES + LANES

@@ -22,7 +22,8 @@ from bench._server import percentile
 from bench.history import build_database
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import QueueOrder
-from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
+from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sqlite_db import SQLiteDatabase
 
 REPEATS = 50
 SPREAD_PRIORITIES = "UPDATE jobs SET priority = seq % 201 - 100 WHERE state = 'queued'"

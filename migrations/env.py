@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
-from yolo_orch.store.sqlite import sync_url
+from yolo_orch.store.sqlite_db import sync_url
 from yolo_orch.store.tables import JobRow
 
 config = context.config

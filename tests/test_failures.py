@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from yolo_orch.dispatcher import failure_of
 from yolo_orch.errors import InvalidJobInput, ModelTampered
+from yolo_orch.failures import failure_of
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,8 @@ from yolo_orch.store.migrate import (
     head_revision,
     upgrade_to_head,
 )
-from yolo_orch.store.sqlite import _list_statement, sync_url
+from yolo_orch.store.sqlite import _list_statement
+from yolo_orch.store.sqlite_db import sync_url
 from yolo_orch.store.tables import JobRow
 
 

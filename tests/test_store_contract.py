@@ -38,7 +38,8 @@ from yolo_orch.errors import (
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.memory import InMemoryJobStore
 from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore, sync_url
+from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sqlite_db import SQLiteDatabase, sync_url
 from yolo_orch.store.tables import JOBS, new_job_values
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -838,7 +839,7 @@ class _DiesOnce:
     later batches run normally."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from yolo_orch.store import sqlite as sqlite_module
+        from yolo_orch.store import sqlite_db as sqlite_module
 
         self._real = sqlite_module._run_batch
         self.started = asyncio.Event()

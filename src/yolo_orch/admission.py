@@ -19,6 +19,9 @@ class Lane:
     index: int
     slots: int
     jobs: set[str] = field(default_factory=set)
+    """The jobs holding its turns."""
+    batched: set[str] = field(default_factory=set)
+    """Jobs sharing a turn held by one of `jobs` (a batch sharing forward passes)."""
     healthy: bool = True
     """False while its GPU reports a fatal state: no new job starts here."""
     wedged: bool = False
@@ -133,6 +136,15 @@ class Lanes:
             open_lanes, count, key=lambda lane: (not lane.has_free_slot, lane.busy, lane.index)
         )
         return {lane.id for lane in chosen or ()}
+
+    def ride(self, job_ids: Iterable[str], lanes: Iterable[Lane]) -> None:
+        """Note jobs joining a batch on `lanes`: they share the turn of the batch's holder."""
+        for lane in lanes:
+            lane.batched.update(job_ids)
+
+    def unride(self, job_id: str, lanes: Iterable[Lane]) -> None:
+        for lane in lanes:
+            lane.batched.discard(job_id)
 
     def release(self, job_id: str, lanes: Iterable[Lane]) -> None:
         for lane in lanes:

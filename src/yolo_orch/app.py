@@ -25,6 +25,7 @@ from yolo_orch.api.docs import install_docs
 from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
 from yolo_orch.api.protocol import HeadAsGet
+from yolo_orch.batching import BatchPolicy
 from yolo_orch.class_names import ClassNameLimits
 from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings
 from yolo_orch.diskguard import DiskGuard, FreeSpace, statvfs_free
@@ -46,7 +47,8 @@ from yolo_orch.service import JobService
 from yolo_orch.store import migrate
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
-from yolo_orch.store.sqlite import SQLiteDatabase, SQLiteJobStore
+from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.sqlite_registry import SQLiteModelStore
 from yolo_orch.telemetry import GpuTelemetry
 from yolo_orch.telemetry_history import TelemetryHistory, gpu_sampler
@@ -164,6 +166,11 @@ async def _start(
         executor,
         files,
         on_run_end=metrics.job_finished,
+        batching=BatchPolicy(
+            {str(kind): images for kind, images in settings.batch_max_images.items()},
+            settings.batch_window_ms / 1000,
+        ),
+        on_batch=metrics.batch_ran,
         limits=RunLimits(
             timeout_s={str(kind): s for kind, s in settings.timeout_s.items()},
             stall_after_s=settings.stall_after_s,

@@ -10,7 +10,7 @@ import ipaddress
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import (
@@ -46,6 +46,8 @@ class Token(BaseModel):
 
 
 KindName = Literal["inference", "training", "validation", "export"]
+LaneKind = Literal["cpu", "cuda", "sim"]
+_DEFAULT_BATCH_MAX_IMAGES: dict[LaneKind, int] = {"cpu": 8, "cuda": 32, "sim": 1}
 _DEFAULT_TIMEOUTS_S: dict[KindName, float] = {
     "inference": 3600,
     "training": 0,  # a training run may take days: no limit unless a job sets one
@@ -82,6 +84,18 @@ class Settings(BaseSettings):
     )
     slots_per_lane: int = Field(default=1, ge=1, description="Jobs that may share one lane.")
     sim_lanes: int = Field(default=2, ge=1, le=64, description="Lanes of the simulated runtime.")
+    batch_max_images: dict[LaneKind, Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=lambda: dict(_DEFAULT_BATCH_MAX_IMAGES),
+        description="Images one forward pass may hold, by lane kind: queued inference jobs of "
+        "one model and forward-pass params share a pass up to this; 1 or absent: no batching.",
+    )
+    batch_window_ms: float = Field(
+        default=0.0,
+        ge=0,
+        le=10_000,
+        description="How long a lane with room in its batch waits for more jobs to join; 0: "
+        "only jobs already queued join.",
+    )
     max_queued: int = Field(default=1000, ge=1, description="Queued jobs allowed before 429.")
     max_attempts: int = Field(
         default=3, ge=1, description="Runs a job gets before a crash fails it as `interrupted`."

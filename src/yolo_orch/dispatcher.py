@@ -5,44 +5,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.to_thread
 
 from yolo_orch.admission import Lane, Lanes
+from yolo_orch.batching import BatchOutcome, BatchPolicy, companions, image_count
 from yolo_orch.clock import utcnow
-from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress, QueueOrder
-from yolo_orch.errors import JobAlreadyFinished, JobCancelled, RunLost, YoloOrchError
+from yolo_orch.domain import (
+    ErrorCode,
+    Job,
+    JobError,
+    JobState,
+    Outcome,
+    Progress,
+    QueueOrder,
+)
+from yolo_orch.errors import JobAlreadyFinished, RunLost
 from yolo_orch.executor import Executor
+from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
 from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import RunContext
+from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, write_result
 from yolo_orch.store.base import JobStore
+from yolo_orch.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Run:
-    job_id: str
-    cancel: threading.Event = field(default_factory=threading.Event)
-    task: asyncio.Task[None] | None = None
-    progress: Progress | None = None
-    progress_writer: asyncio.Task[None] | None = None
-    lanes: tuple[Lane, ...] = ()
-    timeout_s: float = 0.0
-    started: float = 0.0
-    moved: float = 0.0
-    """Loop time of the last progress that changed anything (or of the start)."""
-    stopped_by: JobError | None = None
-    """Why the watchdog told the run to stop: its outcome is this failure, whatever it returns."""
-    stopped_at: float = 0.0
 
 
 class Dispatcher:
@@ -58,6 +50,8 @@ class Dispatcher:
         limits: RunLimits | None = None,
         priority_aging_per_minute: float = 0.0,
         on_run_end: Callable[[Job, Outcome, float], None] | None = None,
+        batching: BatchPolicy | None = None,
+        on_batch: OnBatch | None = None,
     ) -> None:
         self._store = store
         self._lanes = lanes
@@ -69,7 +63,11 @@ class Dispatcher:
         self._limits = limits or RunLimits()
         self._aging_per_minute = priority_aging_per_minute
         self._wakeup = asyncio.Event()
-        self._runs: dict[str, _Run] = {}
+        self._queue_changed = asyncio.Event()
+        """Set (and replaced) on every wake-up: what a batch waiting for companions waits on."""
+        self._batching = batching or BatchPolicy()
+        self._on_batch = on_batch
+        self._runs: dict[str, Run] = {}
         self._stopping = False
         self._admitting = asyncio.Lock()
         self._suspects: set[str] = set()
@@ -81,10 +79,13 @@ class Dispatcher:
         self.fatal = asyncio.Event()
         """Set once a sticky CUDA error has poisoned this process: the server must exit (and
         systemd restart it) for CUDA to work again."""
-        self.wedged = asyncio.Event()
+        self._watchdog = Watchdog(store, self._limits, self._runs, self.wake)
+
+    @property
+    def wedged(self) -> asyncio.Event:
         """Set once a run's thread ignored a stop past the grace period and every other run has
         ended: the server must exit (and systemd restart it) to get its lanes back."""
-        self._wedged_runs = 0
+        return self._watchdog.wedged
 
     @property
     def running_jobs(self) -> list[str]:
@@ -104,6 +105,8 @@ class Dispatcher:
 
     def wake(self) -> None:
         self._wakeup.set()
+        self._queue_changed.set()
+        self._queue_changed = asyncio.Event()
 
     def request_cancel(self, job_id: str) -> None:
         run = self._runs.get(job_id)
@@ -113,7 +116,7 @@ class Dispatcher:
     async def run(self) -> None:
         """Admit jobs whenever something changes, until `drain` is called; meanwhile watch the
         running jobs' time limits and progress."""
-        watchdog = asyncio.create_task(self._watch(), name="job-watchdog")
+        watchdog = asyncio.create_task(self._watchdog.run(), name="job-watchdog")
         try:
             await self._admit_until_stopped()
         finally:
@@ -139,31 +142,43 @@ class Dispatcher:
         self._stopping = True
         self.wake()
         async with self._admitting:  # let a pass that is starting a job finish starting it
-            runs = {run.task: run for run in self._runs.values() if run.task is not None}
+            runs: dict[asyncio.Task[None], list[Run]] = {}
+            for run in self._runs.values():
+                if run.task is not None:
+                    runs.setdefault(run.task, []).append(run)
         if not runs:
             return
         _, pending = await asyncio.wait(runs, timeout=grace_s)
+        abandoned = [run.job_id for task in pending for run in runs[task]]
         for task in pending:
-            runs[task].cancel.set()  # cooperative runners stop soon; the outcome is not recorded
+            for run in runs[task]:  # cooperative runners stop soon; the outcome is not recorded
+                run.cancel.set()
             task.cancel()
-        if pending:  # a graceful stop, not a crash: these need not run alone at the next start
-            abandoned = [runs[task].job_id for task in pending]
+        if abandoned:  # a graceful stop, not a crash: these need not run alone at the next start
             await anyio.to_thread.run_sync(self._files.note_abandoned, abandoned)
         await asyncio.gather(*pending, return_exceptions=True)
-        self.abandoned += len(pending)
-        if pending:
-            log.warning("left %d running job(s) for recovery at the next start", len(pending))
+        self.abandoned += len(abandoned)
+        if abandoned:
+            log.warning("left %d running job(s) for recovery at the next start", len(abandoned))
 
     async def _admit_waiting(self) -> None:
         started = True
-        while started and not self._stopping and not self._wedged_runs and self._lanes.free_slots:
+        while (
+            started
+            and not self._stopping
+            and not self._watchdog.wedged_runs
+            and self._lanes.free_slots
+        ):
             started = False
-            window = 2 * self._lanes.total_slots + len(self._lanes)
+            window = 2 * self._lanes.total_slots + len(self._lanes) + self._batching.lookahead
             reserved: set[str] = set()
             # Jobs needing more lanes than can take work are not even read: they would fill
             # the window and hide the runnable jobs behind them.
-            order = QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
-            for job in await self._store.next_queued(window, order):
+            order = self._order()
+            queue = await self._store.next_queued(window, order)
+            for position, job in enumerate(queue):
+                if job.id in self._runs:
+                    continue  # joined a batch of this pass
                 if self._stopping or self._suspects & self._runs.keys():
                     return
                 if len(reserved) == len(self._lanes) or self._lanes.free_slots == 0:
@@ -174,32 +189,169 @@ class Dispatcher:
                 if lanes is None:
                     reserved |= self._lanes.lanes_to_hold(job.gpus, reserved)
                     continue
-                started |= await self._start(job, lanes)
+                batch = Batch(job.id, lanes, room=self._room(job, lanes))
+                joined = self._companions(job, batch, queue[position + 1 :], order)
+                self._start(batch, [job, *joined])
+                started = True
 
-    async def _start(self, job: Job, lanes: tuple[Lane, ...]) -> bool:
-        run = _Run(job.id)
-        self._runs[job.id] = run  # before the claim, so a cancel that races it finds the run
-        try:
-            claimed = await self._store.claim(job.id, tuple(lane.id for lane in lanes), utcnow())
-        except BaseException:
-            self._forget(run, lanes)
-            raise
-        if claimed is None:  # cancelled while we admitted it
-            self._forget(run, lanes)
-            return False
-        run.lanes = lanes
-        run.timeout_s = self._limits.timeout_for(claimed)
-        run.started = run.moved = asyncio.get_running_loop().time()
-        run.task = asyncio.create_task(self._run_job(claimed, lanes, run), name=f"job {job.id}")
-        return True
+    def _admits(self) -> bool:
+        """Not stopping, and no lane wedged (the server restarts once the other runs end)."""
+        return not self._stopping and not self._watchdog.wedged_runs
 
-    def _forget(self, run: _Run, lanes: tuple[Lane, ...]) -> None:
-        self._runs.pop(run.job_id, None)
-        self._suspects.discard(run.job_id)
-        self._lanes.release(run.job_id, lanes)
+    def _order(self) -> QueueOrder:
+        return QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
+
+    def _room(self, head: Job, lanes: tuple[Lane, ...]) -> int:
+        """Images a batch headed by `head` may take besides its own: none for a job that runs
+        alone (several lanes, or a suspect of the last crash)."""
+        if len(lanes) != 1 or head.id in self._suspects:
+            return 0
+        return self._batching.capacity(lanes[0].id) - image_count(head)
+
+    def _companions(
+        self, head: Job, batch: Batch, queue: Sequence[Job], order: QueueOrder
+    ) -> list[Job]:
+        return companions(
+            head,
+            queue,
+            order,
+            batch.room,
+            excluded=lambda job: job.id in self._runs,
+            stop_at=lambda job: job.id in self._suspects,
+        )
+
+    def _start(self, batch: Batch, jobs: list[Job]) -> None:
+        """Run `jobs` (a batch's head first) in a task of their own: the claims of jobs started
+        together share one commit, and admission never waits for one."""
+        task = asyncio.create_task(self._run_batch(batch, jobs), name=f"job {batch.holder}")
+        self._register(batch, jobs, task)
+
+    def _register(self, batch: Batch, jobs: list[Job], task: asyncio.Task[None] | None) -> None:
+        """Before the claim, so that a cancel racing it finds the run."""
+        for job in jobs:
+            run = Run(job.id, task=task)
+            self._runs[job.id] = run
+            batch.runs.append(run)
+        self._lanes.ride([job.id for job in jobs if job.id != batch.holder], batch.lanes)
+
+    async def _claim(self, batch: Batch, jobs: list[Job]) -> None:
+        """Claim `jobs` (registered) for `batch`; those cancelled meanwhile are let go."""
+        devices = tuple(lane.id for lane in batch.lanes)
+        now = utcnow()
+        claims = await asyncio.gather(
+            *(self._store.claim(job.id, devices, now) for job in jobs), return_exceptions=True
+        )
+        started = asyncio.get_running_loop().time()
+        for job, claimed in zip(jobs, claims, strict=True):
+            run = self._runs[job.id]
+            if not isinstance(claimed, Job):  # None: cancelled meanwhile
+                self._runs.pop(job.id, None)
+                self._lanes.unride(job.id, batch.lanes)
+                batch.runs.remove(run)
+                if isinstance(claimed, BaseException):
+                    log.error("could not claim job %s", job.id, exc_info=claimed)
+                continue
+            run.lanes = batch.lanes
+            run.timeout_s = self._limits.timeout_for(claimed)
+            run.started = run.moved = started
+            batch.jobs.append(claimed)
+            if claimed.id != batch.holder:
+                batch.room -= image_count(claimed)
+
+    def _free_turn(self, batch: Batch) -> None:
+        """The lane's turn goes back once the work is done, so the next job's claim shares a
+        commit with these outcomes rather than waiting for them."""
+        for run in batch.runs:
+            self._lanes.unride(run.job_id, batch.lanes)
+        self._lanes.release(batch.holder, batch.lanes)
         self.wake()
 
-    async def _run_job(self, job: Job, lanes: tuple[Lane, ...], run: _Run) -> None:
+    def _release(self, batch: Batch) -> None:
+        for run in batch.runs:
+            self._runs.pop(run.job_id, None)
+            self._suspects.discard(run.job_id)
+            self._lanes.unride(run.job_id, batch.lanes)
+        self._suspects.discard(batch.holder)
+        self._lanes.release(batch.holder, batch.lanes)
+        self.wake()
+
+    async def _run_batch(self, batch: Batch, jobs: list[Job]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await self._claim(batch, jobs)
+            if not batch.jobs:
+                return
+            batch.formed = loop.time()
+            if batch.room > 0 and self._batching.window_s > 0:
+                await self._fill(batch)
+            current_job.set(batch.jobs[0].id)  # this task's context, inherited by the worker thread
+            lane = batch.lanes[0].id
+            if self._on_batch is not None and self._batching.capacity(lane) > 1:
+                self._on_batch(lane, len(batch.jobs), loop.time() - batch.formed)
+            ctxs = [
+                self._context(job, run) for job, run in zip(batch.jobs, batch.runs, strict=True)
+            ]
+            started = loop.time()
+            ran = await self._execute(batch, ctxs)
+            jobs, outcomes = [], []
+            for job, outcome in zip(batch.jobs, ran, strict=True):
+                if isinstance(outcome, RunLost):  # its node left: back to the queue, as a crash
+                    log.warning("job %s: %s; back to the queue", job.id, outcome.message)
+                    with contextlib.suppress(JobAlreadyFinished):
+                        await self._store.requeue(job.id, utcnow())
+                else:
+                    jobs.append(job)
+                    outcomes.append(outcome)
+            recorded = await asyncio.gather(
+                *(
+                    self._record(job.id, outcome)
+                    for job, outcome in zip(jobs, outcomes, strict=True)
+                ),
+                return_exceptions=True,
+            )
+            seconds = loop.time() - started
+            for job, outcome, failed in zip(jobs, outcomes, recorded, strict=True):
+                if isinstance(failed, BaseException):
+                    log.error("could not record the outcome of job %s", job.id, exc_info=failed)
+                    continue
+                log.info("job %s %s", job.id, outcome.state)
+                if self._on_run_end is not None:
+                    try:
+                        self._on_run_end(job, outcome, seconds)
+                    except Exception:
+                        log.exception("the run-end hook failed for job %s", job.id)
+            for job, outcome in zip(jobs, outcomes, strict=True):
+                if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
+                    await self._poisoned(job.id, outcome.error)
+                    break
+        except asyncio.CancelledError:
+            raise  # abandoned at shutdown: the jobs stay RUNNING for recovery
+        except Exception:
+            log.exception("could not run or record the batch of %s", batch.holder)
+        finally:
+            for run in batch.runs:
+                if run.progress_writer is not None:
+                    run.progress_writer.cancel()
+            self._release(batch)
+
+    async def _fill(self, batch: Batch) -> None:
+        """Wait up to the batching window for companions to join (the lane's turn is held)."""
+        loop = asyncio.get_running_loop()
+        deadline = batch.formed + self._batching.window_s
+        task = asyncio.current_task()
+        while batch.room > 0 and not self._stopping and loop.time() < deadline:
+            changed = self._queue_changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), deadline - loop.time())
+            async with self._admitting:
+                order = self._order()
+                queue = await self._store.next_queued(self._batching.lookahead * 2, order)
+                joined = self._companions(batch.jobs[0], batch, queue, order)
+                self._register(batch, joined, task)
+            if joined:
+                await self._claim(batch, joined)
+
+    def _context(self, job: Job, run: Run) -> RunContext:
         loop = asyncio.get_running_loop()
 
         def report_progress(progress: Progress) -> None:  # called from the worker thread
@@ -207,88 +359,15 @@ class Dispatcher:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._note_progress, run, progress)
 
-        workdir = self._files.workdir(job.id)
-        ctx = RunContext(
+        devices = tuple(lane.id for lane in run.lanes)
+        log.info("job %s started on %s (attempt %d)", job.id, ", ".join(devices), job.attempt)
+        return RunContext(
             job=job,
-            devices=tuple(lane.id for lane in lanes),
-            workdir=workdir,
+            devices=devices,
+            workdir=self._files.workdir(job.id),
             report_progress=report_progress,
             should_cancel=run.cancel.is_set,
         )
-        started = loop.time()
-        current_job.set(job.id)  # this task's context, inherited by the worker thread
-        log.info("job %s started on %s (attempt %d)", job.id, ", ".join(ctx.devices), job.attempt)
-        try:
-            try:
-                outcome = await self._execute(ctx)
-            except RunLost as lost:
-                log.warning("job %s: %s; back to the queue", job.id, lost.message)
-                with contextlib.suppress(JobAlreadyFinished):
-                    await self._store.requeue(job.id, utcnow())
-                return
-            await self._record(job.id, outcome)
-            log.info("job %s %s", job.id, outcome.state)
-            if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
-                await self._poisoned(job.id, outcome.error)
-            if self._on_run_end is not None:
-                try:
-                    self._on_run_end(job, outcome, loop.time() - started)
-                except Exception:
-                    log.exception("the run-end hook failed for job %s", job.id)
-        except asyncio.CancelledError:
-            raise  # abandoned at shutdown: the job stays RUNNING for recovery
-        except Exception:
-            log.exception("could not record the outcome of job %s", job.id)
-        finally:
-            if run.progress_writer is not None:
-                run.progress_writer.cancel()
-            self._forget(run, lanes)
-
-    async def _watch(self) -> None:
-        """The watchdog: a job past its time limit, or whose progress stands still, is told to
-        stop as a cancel would; one whose thread ignores that past the grace period is failed
-        here and its lanes wedged."""
-        while True:
-            await asyncio.sleep(self._limits.check_interval_s)
-            try:
-                await self._check_runs(asyncio.get_running_loop().time())
-            except Exception:  # the store failed to record a wedged job: the next round retries
-                log.exception("the watchdog's round failed")
-
-    async def _check_runs(self, now: float) -> None:
-        for run in list(self._runs.values()):
-            if run.task is None or run.task.done() or run.task.cancelling():
-                continue  # not started yet, ended, or abandoned
-            if run.stopped_by is None:
-                breach = self._limits.breach(run.timeout_s, now - run.started, now - run.moved)
-                if breach is not None:
-                    log.warning("job %s: %s; stopping it", run.job_id, breach.message)
-                    run.stopped_by, run.stopped_at = breach, now
-                    run.cancel.set()
-            elif now - run.stopped_at >= self._limits.wedge_grace_s:
-                await self._wedge(run, run.stopped_by, run.task)
-        if self._wedged_runs and not self._runs:
-            self.wedged.set()
-
-    async def _wedge(self, run: _Run, error: JobError, task: asyncio.Task[None]) -> None:
-        """Record the run's failure, abandon its thread (it cannot be killed), keep its lanes
-        out of admission and admit nothing more: once the other runs end, the server exits."""
-        with contextlib.suppress(JobAlreadyFinished):
-            outcome = Outcome(JobState.FAILED, error, progress=run.progress)
-            await self._store.finish(run.job_id, outcome, utcnow())
-        lanes = ", ".join(lane.id for lane in run.lanes)
-        log.critical(
-            "job %s did not stop within %gs: lanes %s are wedged; the server restarts once "
-            "the other jobs end",
-            run.job_id,
-            self._limits.wedge_grace_s,
-            lanes,
-        )
-        for lane in run.lanes:
-            lane.wedged = True
-        self._wedged_runs += 1
-        self.wake()
-        task.cancel()  # abandons the thread; its outcome, recorded here, stays
 
     async def _poisoned(self, culprit: str, error: JobError) -> None:
         """Admit nothing more, fail the other jobs running in this CUDA context, and say the
@@ -301,9 +380,10 @@ class Dispatcher:
             f"the CUDA context of the server failed while this job ran (job {culprit}: "
             f"{error.message})",
         )
+        own = asyncio.current_task()
         for run in list(self._runs.values()):
-            if run.job_id == culprit or run.task is None:
-                continue
+            if run.job_id == culprit or run.task is None or run.task is own or not run.lanes:
+                continue  # its batch companions have the culprit's error as their own
             run.cancel.set()
             run.task.cancel()  # its own outcome is not recorded: this one is
             with contextlib.suppress(JobAlreadyFinished):
@@ -325,28 +405,35 @@ class Dispatcher:
                 log.warning("recording job %s failed; retrying in %ss", job_id, delay)
                 await asyncio.sleep(delay)
 
-    async def _execute(self, ctx: RunContext) -> Outcome:
+    async def _execute(self, batch: Batch, ctxs: list[RunContext]) -> list[Outcome | RunLost]:
+        """Run the jobs (alone, or as a batch sharing forward passes), give back the lane's turn
+        and write each one's result; each job's outcome is its own."""
+        raw: list[BatchOutcome]
         try:
-            await anyio.Path(ctx.workdir).mkdir(parents=True, exist_ok=True)
-            result = await self._executor.run(ctx)
-            await anyio.to_thread.run_sync(self._files.write_result, ctx.job.id, result.detail)
-        except RunLost:
-            raise
-        except JobCancelled:
-            run = self._runs[ctx.job.id]
-            if run.stopped_by is not None:
-                return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
-            return Outcome(JobState.CANCELLED, progress=run.progress)
+            if len(ctxs) == 1:
+                raw = [await self._executor.run(ctxs[0])]
+            else:
+                raw = await self._executor.run_batch(ctxs)
         except Exception as exc:
-            error = self._runs[ctx.job.id].stopped_by or failure_of(exc)
-            log.warning("job %s failed: %s: %s", ctx.job.id, error.code, error.message)
-            return Outcome(JobState.FAILED, error=error, progress=self._runs[ctx.job.id].progress)
-        run = self._runs[ctx.job.id]
-        if run.stopped_by is not None:  # it ignored the stop, but not for long
-            return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
-        return Outcome(JobState.SUCCEEDED, result=result.summary, progress=run.progress)
+            raw = [exc] * len(ctxs)
+        if any(_poisons(outcome) for outcome in raw):
+            self._stopping = True  # before the turn goes back: nothing more may start here
+        self._free_turn(batch)
+        # One thread each: a batch's fsyncs overlap rather than queue behind each other.
+        raw = await asyncio.gather(
+            *(
+                anyio.to_thread.run_sync(write_result, self._files, ctx.job.id, outcome)
+                for ctx, outcome in zip(ctxs, raw, strict=True)
+            )
+        )
+        return [
+            outcome
+            if isinstance(outcome, RunLost)
+            else outcome_of(self._runs[ctx.job.id], ctx.job.id, outcome)
+            for ctx, outcome in zip(ctxs, raw, strict=True)
+        ]
 
-    def _note_progress(self, run: _Run, progress: Progress) -> None:
+    def _note_progress(self, run: Run, progress: Progress) -> None:
         if self._runs.get(run.job_id) is not run:
             return  # reported after the run ended (or was abandoned)
         if progress != run.progress:
@@ -355,10 +442,12 @@ class Dispatcher:
         if run.progress_writer is None or run.progress_writer.done():
             run.progress_writer = asyncio.create_task(self._write_progress(run))
 
-    async def _write_progress(self, run: _Run) -> None:
+    async def _write_progress(self, run: Run) -> None:
         """Write the newest progress, at most once per interval, so a runner that reports every
         batch does not turn into one database write per batch."""
         written = None
+        # A run that ends within the first interval writes no progress: its outcome has it.
+        await asyncio.sleep(self._progress_interval_s)
         while run.progress is not None and run.progress != written:
             written = run.progress
             try:
@@ -368,40 +457,5 @@ class Dispatcher:
             await asyncio.sleep(self._progress_interval_s)
 
 
-_STICKY_CUDA_ERRORS = (
-    "illegal memory access",
-    "device-side assert",
-    "unspecified launch failure",
-    "misaligned address",
-    "illegal instruction",
-    "uncorrectable ECC error",
-    "CUDA error: unknown error",
-)
-"""CUDA errors after which the process's CUDA context is unusable until the process ends."""
-
-
-def failure_of(exc: BaseException) -> JobError:
-    """Classify what a runner raised by what torch says: CUDA OOM is a RuntimeError saying "out
-    of memory"; sticky CUDA errors name their cause. The simulated runtime raises the same."""
-    if isinstance(exc, YoloOrchError):
-        return JobError(exc.code, exc.message)
-    if _disk_full(exc):
-        return JobError(ErrorCode.DISK_FULL, f"no space left on the device: {exc}")
-    if isinstance(exc, RuntimeError) and any(sign in str(exc) for sign in _STICKY_CUDA_ERRORS):
-        return JobError(ErrorCode.CUDA_FATAL, str(exc))
-    if isinstance(exc, RuntimeError) and "out of memory" in str(exc):
-        return JobError(ErrorCode.CUDA_OOM, str(exc))
-    return JobError(ErrorCode.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
-
-
-def _disk_full(exc: BaseException | None) -> bool:
-    """ENOSPC, raised directly or as the cause of what a library raised instead (torch's
-    checkpoint writer, for one, says so only in its message)."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            return True
-        if "No space left on device" in str(exc):
-            return True
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+def _poisons(outcome: BatchOutcome) -> bool:
+    return isinstance(outcome, Exception) and failure_of(outcome).code == ErrorCode.CUDA_FATAL

@@ -6,19 +6,31 @@ too, on a Ray cluster's nodes; the dispatcher, the API and the store do not chan
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from functools import partial
+from typing import Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
 
+from yolo_orch.batching import BatchOutcome, run_batch
 from yolo_orch.domain import JobResult
 from yolo_orch.runners.base import RunContext, Runtime
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
 
 
 class Executor(Protocol):
     async def run(self, ctx: RunContext) -> JobResult:
-        """Run the job to completion; cancelling the awaiting task abandons the run."""
+        """Make the job's workdir and run the job to completion; cancelling the awaiting task
+        abandons the run."""
+        ...
+
+    async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        """Run jobs of one kind that share forward passes on one lane (`batching.run_batch`);
+        answer for each job in order."""
         ...
 
 
@@ -32,8 +44,26 @@ class ThreadExecutor:
     async def run(self, ctx: RunContext) -> JobResult:
         runner = self._runtime.runner(ctx.job.kind)
         return await anyio.to_thread.run_sync(
-            runner.run, ctx, limiter=self._limiter, abandon_on_cancel=True
+            _in_workdirs, runner.run, [ctx], ctx, limiter=self._limiter, abandon_on_cancel=True
         )
+
+    async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        runner = self._runtime.runner(ctxs[0].job.kind)
+        return await anyio.to_thread.run_sync(
+            _in_workdirs,
+            partial(run_batch, runner),
+            ctxs,
+            ctxs,
+            limiter=self._limiter,
+            abandon_on_cancel=True,
+        )
+
+
+def _in_workdirs(work: Callable[[_A], _R], ctxs: Sequence[RunContext], arg: _A) -> _R:
+    """In the worker thread: the jobs' folders, then the work (one thread hop for both)."""
+    for ctx in ctxs:
+        ctx.workdir.mkdir(parents=True, exist_ok=True)
+    return work(arg)
 
 
 @dataclass(frozen=True)

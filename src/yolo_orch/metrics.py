@@ -10,6 +10,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from yolo_orch.admission import Lane, Lanes
+from yolo_orch.batching import LaneBatches
 from yolo_orch.domain import Job, JobState, Outcome
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
@@ -22,6 +23,8 @@ _GPU_GAUGES = (
     ("temperature_c", "temperature_celsius", "GPU temperature (NVML)."),
     ("power_w", "power_watts", "GPU power draw (NVML)."),
 )
+_BATCH_JOBS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)
+_BATCH_WAIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 10)
 _DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 
 
@@ -80,7 +83,31 @@ class Metrics:
             ["reason"],
             registry=self.registry,
         )
+        self._batch_jobs = Histogram(
+            "yolo_orch_batch_jobs",
+            "Jobs sharing each run of a lane that batches (1: a job that ran alone).",
+            ["lane"],
+            buckets=_BATCH_JOBS_BUCKETS,
+            registry=self.registry,
+        )
+        self._batch_wait = Histogram(
+            "yolo_orch_batch_wait_seconds",
+            "Time each batch held its lane's turn waiting for companions (batch_window_ms).",
+            ["lane"],
+            buckets=_BATCH_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self._batches: dict[str, LaneBatches] = {}
         self.registry.register(_ModelCache(runtime))
+
+    def batch_ran(self, lane: str, jobs: int, wait_s: float) -> None:
+        self._batch_jobs.labels(lane=lane).observe(jobs)
+        self._batch_wait.labels(lane=lane).observe(wait_s)
+        self._batches.setdefault(lane, LaneBatches()).add(jobs, wait_s)
+
+    def batches(self, lane: str) -> LaneBatches:
+        """The lane's batches since start (none on a lane that does not batch)."""
+        return self._batches.get(lane, LaneBatches())
 
     def removed(self, reason: str, jobs: int, freed_bytes: int) -> None:
         if jobs:

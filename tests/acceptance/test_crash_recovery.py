@@ -26,6 +26,7 @@ from tests.acceptance.conftest import (
     sim_training,
     wait_for,
 )
+from yolo_orch.runners.simulated import BATCH_LOG
 
 OPERATIONS = 200
 KILL_AFTER_ACKS = 100
@@ -118,10 +119,15 @@ class Submitter:
 
 
 @pytest.mark.acceptance
+@pytest.mark.parametrize("batching", [False, True], ids=["alone", "batched"])
 def test_sigkill_loses_no_acknowledged_job(
-    server_factory: ServerFactory, executor_settings: dict[str, object]
+    server_factory: ServerFactory, executor_settings: dict[str, object], batching: bool
 ) -> None:
-    server = server_factory(sim_lanes=2, max_attempts=3, **executor_settings)
+    # batched: queued inference jobs of one priority's params share forward passes of 8 images
+    if batching and executor_settings["executor"] == "ray":
+        pytest.skip("Ray lanes (`<node>/cuda:i`) take no batches: the unbatched run covers Ray")
+    settings = {"batch_max_images": '{"sim": 8}'} if batching else {}
+    server = server_factory(sim_lanes=2, max_attempts=3, **executor_settings, **settings)
     server.start()
     submissions = [submission(i) for i in range(OPERATIONS)]
     submitter = Submitter(server, submissions)
@@ -153,6 +159,8 @@ def test_sigkill_loses_no_acknowledged_job(
             interval=0.2,
         )
     check_total_queue(server, submissions, jobs)
+    shared = list(server.data_dir.glob(f"jobs/*/{BATCH_LOG}"))
+    assert bool(shared) is batching, "batched runs shared no pass, or unbatched ones did"
 
 
 def check_total_queue(

@@ -25,8 +25,8 @@ from tests.yolo_fixtures import (
     fixed_resolver,
     make_images,
 )
-from yolo_orch.dispatcher import failure_of
 from yolo_orch.domain import ErrorCode, JobKind
+from yolo_orch.failures import failure_of
 from yolo_orch.weights import ResolvedWeights, sha256_file
 
 if TYPE_CHECKING:

@@ -20,6 +20,18 @@ class LanePublic(BaseModel):
     slots: int
     busy: int = Field(description="Turns taken now.")
     jobs: list[str] = Field(description="Ids of the jobs running on this lane.")
+    batch_sizes: dict[int, int] = Field(
+        default_factory=dict,
+        description="Runs since start by the jobs sharing their forward passes (1: alone); "
+        "empty on a lane that does not batch.",
+    )
+    batch_mean_jobs: float | None = Field(
+        default=None, description="Jobs per run since start, on a lane that batches."
+    )
+    batch_wait_s: float = Field(
+        default=0.0,
+        description="Seconds batches held this lane's turn waiting for companions, since start.",
+    )
     models: list[str] = Field(description="Names of the models loaded on this lane.")
     healthy: bool = Field(description="False while its GPU reports a fatal state.")
     wedged: bool = Field(
@@ -61,12 +73,16 @@ async def list_devices(services: ServicesDep) -> DeviceList:
     for lane in services.lanes:
         reading = await gpu_reading(services, lane)
         device_name = await _gpu_name(services, lane) if reading else None
+        batches = services.metrics.batches(lane.id)
         devices.append(
             LanePublic(
                 id=lane.id,
                 slots=lane.slots,
                 busy=lane.busy,
-                jobs=sorted(lane.jobs),
+                jobs=sorted(lane.jobs | lane.batched),
+                batch_sizes=dict(sorted(batches.sizes.items())),
+                batch_mean_jobs=batches.mean_jobs,
+                batch_wait_s=batches.wait_s,
                 models=[
                     names.get(sha, sha[:12]) for sha in services.runtime.cached_models(lane.id)
                 ],

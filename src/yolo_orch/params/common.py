@@ -68,6 +68,13 @@ class SimulatedParams(JobParams):
         'memory, "cuda_fatal" raises a sticky CUDA error (the server then exits to be '
         'restarted), "crash" kills the server process.',
     )
+    sim_oom_above: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description="Simulated, model `sim` only: a forward pass of more than this many images "
+        "raises CUDA out of memory (a shared batch is then split and retried).",
+    )
 
 
-SIM_FIELDS = ("sim_seconds", "sim_steps", "sim_fail")
+SIM_FIELDS = ("sim_seconds", "sim_steps", "sim_fail", "sim_oom_above")

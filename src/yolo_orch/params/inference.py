@@ -238,3 +238,18 @@ def check_task(params: Mapping[str, object], task: str) -> None:
             f"{', '.join(f'params.{name}' for name in unused)} {verb} not apply to {task} models",
             code="task_mismatch",
         )
+
+
+FORWARD_PASS_PARAMS = ("imgsz", "half", "format", "conf", "iou", "max_det", "classes")
+"""The params one forward pass runs with (one ultralytics `predict` call: its letterbox, precision,
+model variant and the NMS its predictor applies to the whole batch). Jobs of one model share a
+forward pass only when all of these are equal; every other param is applied to each job's own
+results."""
+
+
+def forward_pass_key(params: Mapping[str, object]) -> tuple[object, ...]:
+    """What jobs of one model must have in common to share a forward pass, from their stored
+    params (a param left out is at its default)."""
+    fields = InferenceParams.model_fields
+    values = (params.get(name, fields[name].default) for name in FORWARD_PASS_PARAMS)
+    return tuple(tuple(value) if isinstance(value, list) else value for value in values)

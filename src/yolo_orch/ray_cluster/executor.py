@@ -8,7 +8,7 @@ import asyncio
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from ray.exceptions import (
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from yolo_orch.batching import BatchOutcome
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult
 from yolo_orch.errors import JobCancelled, RunLost, YoloOrchError
 from yolo_orch.jobfiles import JOB_LOG, RESULT_FILE, RESULT_INDEX
@@ -89,6 +90,18 @@ class RayExecutor:
         few, so a model's bytes are put once while it is in use)."""
         self.node_models: dict[str, list[str]] = {}
         """By node name: the sha256s each node said it keeps."""
+
+    async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        """Ray lanes are not batched (no `batch_max_images` names their kind,
+        `<node>/cuda`), so no forward pass is shared: any batch handed here runs its jobs one
+        after another, each answering for itself."""
+        outcomes: list[BatchOutcome] = []
+        for ctx in ctxs:
+            try:
+                outcomes.append(await self.run(ctx))
+            except Exception as exc:  # this job's own end; the others still run
+                outcomes.append(exc)
+        return outcomes
 
     async def run(self, ctx: RunContext) -> JobResult:
         node = self._cluster.node_of(ctx.devices[0])

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import ray
 
-from yolo_orch.dispatcher import failure_of
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult, Progress
 from yolo_orch.errors import JobCancelled
+from yolo_orch.failures import failure_of
 from yolo_orch.ray_cluster.node_cache import NodeModelCache, WeightsOffer
 from yolo_orch.runners.base import RunContext, Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from yolo_orch import images
 from yolo_orch.domain import JsonObject
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
     Decoded = tuple[int, NDArray[np.uint8]]
     """An image's index in the job, and its BGR pixels."""
+
+_Owner = TypeVar("_Owner")
 
 MAX_BATCH = 32
 """Images per forward pass, at most."""
@@ -84,13 +86,14 @@ def decoded_chunks(
         yield chunk
 
 
-def same_shape_groups(decoded: list[Decoded]) -> list[list[Decoded]]:
-    """Images of one shape per batch, in order of first appearance: ultralytics letterboxes a batch
-    of equal shapes to the minimal rectangle (as for a single image) but pads a mixed batch to a
-    square, which would change an image's detections with its neighbours."""
-    groups: dict[tuple[int, ...], list[Decoded]] = {}
-    for item in decoded:
-        groups.setdefault(tuple(item[1].shape), []).append(item)
+def same_shape_groups(decoded: list[tuple[_Owner, Decoded]]) -> list[list[tuple[_Owner, Decoded]]]:
+    """Images of one shape per batch (each with whatever it belongs to: its job), in order of
+    first appearance: ultralytics letterboxes a batch of equal shapes to the minimal rectangle (as
+    for a single image) but pads a mixed batch to a square, which would change an image's
+    detections with its neighbours."""
+    groups: dict[tuple[int, ...], list[tuple[_Owner, Decoded]]] = {}
+    for owner, item in decoded:
+        groups.setdefault(tuple(item[1].shape), []).append((owner, item))
     return list(groups.values())
 
 

@@ -11,9 +11,11 @@ over a process-wide setting: `cpu_threads` (default: all cores but one, see
 torch's CPU pool has almost nothing to do.
 
 Batching: a job's images are decoded a chunk at a time (`decode`), and each chunk's images of one
-shape go through one streaming `predict` (`predict`). Progress is reported and cancel checked after
-every image; a stream left early is closed at once. Each image's entry is encoded by its task's
-function (`encode`).
+shape go through one streaming `predict` (`predict`). Jobs the dispatcher batched (`batching`: one
+model, one set of forward-pass params) put their images of one shape through the same passes, each
+job keeping its own entries, progress, cancel and failure. Progress is reported and cancel checked
+after every image; a stream left early is closed at once. Each image's entry is encoded by its
+task's function (`encode`).
 
 Formats: a job runs its model's `.pt` or one of its exported variants (`params.format`: `auto`
 picks the fastest the lane can run, `variants.choose_variant`); the result's summary and the
@@ -28,13 +30,17 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from yolo_orch import images
+from yolo_orch.batching import BatchOutcome, BatchRecord
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled
 from yolo_orch.jobfiles import INPUTS_DIR
@@ -57,9 +63,14 @@ from yolo_orch.variants import ExportFormat, LaneRuntime, choose_variant, named_
 from yolo_orch.weights import ResolvedWeights
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+    from ultralytics.engine.results import Results
     from ultralytics.models import YOLO
 
     from yolo_orch.runners.decode import Decoded
+
+    Pixels = NDArray[np.uint8]
 
 __all__ = ["YoloInferenceRunner", "default_cpu_threads"]
 
@@ -100,6 +111,8 @@ class YoloInferenceRunner:
         self._max_image_pixels = max_image_pixels
         self._cache = ModelCache(model_cache_size)
         self._cpu_threads = cpu_threads if cpu_threads is not None else default_cpu_threads()
+        self._batch_lock = threading.Lock()
+        self._batches: deque[BatchRecord] = deque(maxlen=1000)
 
     @property
     def cache_hits(self) -> int:
@@ -116,19 +129,40 @@ class YoloInferenceRunner:
         the ones only in use."""
         return self._cache.models(device)
 
+    @property
+    def batches(self) -> list[BatchRecord]:
+        """The forward passes shared by more than one job, oldest first (the last 1000)."""
+        with self._batch_lock:
+            return list(self._batches)
+
     def run(self, ctx: RunContext) -> JobResult:
+        outcome = self.run_batch([ctx])[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        """Jobs of one model and forward-pass params (`forward_pass_key`) on one lane: each job's
+        images of one shape share forward passes with the other jobs' images of that shape."""
         import torch
 
-        if len(ctx.devices) != 1:
-            raise InvalidJobInput(f"an inference job runs on one device, not {ctx.devices!r}")
-        device = ctx.devices[0]
-        params = InferenceParams.from_job(ctx.job.params)
-        sources = read_inputs(ctx.job.spec)
-        model_ref = ctx.job.model_id or ctx.job.model
+        # Each job's own params and inputs are checked before any model is loaded.
+        inputs = [_read_job(ctx) for ctx in ctxs]
+        valid = [
+            (ctx, read)
+            for ctx, read in zip(ctxs, inputs, strict=True)
+            if not isinstance(read, Exception)
+        ]
+        if not valid:
+            return [read for read in inputs if isinstance(read, Exception)]
+        head, (params, _) = valid[0]
+        if len(head.devices) != 1:
+            raise InvalidJobInput(f"an inference job runs on one device, not {head.devices!r}")
+        device = head.devices[0]
+        model_ref = head.job.model_id or head.job.model
         weights = self._resolve_weights(model_ref)
         chosen = self._variant_for(model_ref, device, params)
         torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
-        ctx.report_progress(Progress(0, len(sources), "images"))
         if chosen is None:
             key, load = weights.sha256, partial(load_model, device, weights, params)
             ran: JsonObject = {"format": "pt", "variant_id": None}
@@ -138,45 +172,88 @@ class YoloInferenceRunner:
             key = chosen.variant.sha256
             load = partial(load_exported, device, chosen, weights.task, params)
             ran = {"format": str(chosen.variant.format), "variant_id": chosen.variant.id}
-        log.info(
-            "job %s runs %s on %s (params.format %s)",
-            ctx.job.id,
-            "the .pt" if chosen is None else f"{ran['format']} variant {ran['variant_id']}",
-            device,
-            params.format,
-        )
+        for ctx in ctxs:
+            log.info(
+                "job %s runs %s on %s (params.format %s, %d job(s) in its batch)",
+                ctx.job.id,
+                "the .pt" if chosen is None else f"{ran['format']} variant {ran['variant_id']}",
+                device,
+                params.format,
+                len(ctxs),
+            )
         try:
             with self._cache.checkout(device, key, load) as model:
-                # Submission checked the registry's task; the file's own says it again.
-                task = str(model.task)
-                check_task(ctx.job.params, task)
                 # An exported model's metadata (kpt_names) is on its predictor's backend,
                 # set up by the warm-up.
                 predictor = model.predictor
                 metadata = model.model if chosen is None or predictor is None else predictor.model
-                encoding = Encoding.of(task, params, metadata)
-                if has_videos(sources):
-                    result = run_media(
-                        ctx,
-                        model,
-                        device,
-                        params,
-                        encoding,
-                        sources,
-                        run_images=lambda images_ctx, images: self._run_images(
-                            images_ctx, model, device, params, encoding, images
-                        ),
-                        roots=[*self._data_roots, ctx.workdir / INPUTS_DIR],
-                        max_pixels=self._max_image_pixels,
-                    )
-                else:
-                    result = self._run_images(ctx, model, device, params, encoding, sources)
-                return JobResult(summary={**result.summary, **ran}, detail=result.detail)
+                jobs: list[_JobImages | JobResult | Exception] = []
+                for ctx, read in zip(ctxs, inputs, strict=True):
+                    if isinstance(read, Exception):
+                        jobs.append(read)
+                        continue
+                    job_params, sources = read
+                    try:
+                        # Submission checked the registry's task; the file's own says it again.
+                        check_task(ctx.job.params, str(model.task))
+                        encoding = Encoding.of(str(model.task), job_params, metadata)
+                    except Exception as exc:  # this job's own: the others go on
+                        jobs.append(exc)
+                        continue
+                    if has_videos(sources):  # alone: `batch_key` never batches a video job
+                        media = self._run_media(ctx, model, device, job_params, encoding, sources)
+                        jobs.append(media if isinstance(media, Exception) else media.ran(ran))
+                        continue
+                    ctx.report_progress(Progress(0, len(sources), "images"))
+                    jobs.append(_JobImages(ctx, job_params, encoding, sources))
+                runnable = [job for job in jobs if isinstance(job, _JobImages)]
+                self._run_passes(model, device, params, runnable)
+                return [job.outcome(ran) if isinstance(job, _JobImages) else job for job in jobs]
         except torch.cuda.OutOfMemoryError as e:
             self._cache.flush(device)
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             raise RuntimeError(f"CUDA out of memory: {e}") from e
+
+    def _run_media(
+        self,
+        ctx: RunContext,
+        model: YOLO,
+        device: str,
+        params: InferenceParams,
+        encoding: Encoding,
+        sources: list[InputFile],
+    ) -> _MediaResult | Exception:
+        """A job with videos: its images through the same passes as a batch's, then each video
+        frame by frame (`run_media`); an OOM is the whole pass's, as in `run_batch`."""
+        import torch
+
+        def run_images(images_ctx: RunContext, images: list[InputFile]) -> JobResult:
+            job = _JobImages(images_ctx, params, encoding, images)
+            self._run_passes(model, device, params, [job])
+            outcome = job.outcome({})
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+        try:
+            return _MediaResult(
+                run_media(
+                    ctx,
+                    model,
+                    device,
+                    params,
+                    encoding,
+                    sources,
+                    run_images=run_images,
+                    roots=[*self._data_roots, ctx.workdir / INPUTS_DIR],
+                    max_pixels=self._max_image_pixels,
+                )
+            )
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as exc:  # this job's own: its batch companions go on
+            return exc
 
     def _variant_for(
         self, model_ref: str, device: str, params: InferenceParams
@@ -207,68 +284,125 @@ class YoloInferenceRunner:
                 )
         return None if picked is None else by_id[picked.id]
 
-    def _run_images(
-        self,
-        ctx: RunContext,
-        model: YOLO,
-        device: str,
-        params: InferenceParams,
-        encoding: Encoding,
-        sources: list[InputFile],
-    ) -> JobResult:
-        artifacts = ctx.workdir / "artifacts"
-        total = len(sources)
-        entries: list[JsonObject | None] = [None] * total
-        done = 0
-
-        def finished(index: int, entry: JsonObject) -> None:
-            nonlocal done
-            entries[index] = entry
-            done += 1
-            ctx.report_progress(Progress(done, total, "images"))
-
-        def check_cancel() -> None:
-            if done < total and ctx.should_cancel():
-                raise JobCancelled(f"cancelled after {done} of {total} images")
-
-        check_cancel()
-        roots = [*self._data_roots, ctx.workdir / INPUTS_DIR]
-        chunks = decoded_chunks(sources, batch_size(params.imgsz), roots, self._max_image_pixels)
-        for chunk in chunks:
-            decoded: list[Decoded] = []
-            for index, image in chunk:
-                if isinstance(image, str):
-                    finished(index, {"source": sources[index].name, "error": image})
-                    check_cancel()
-                else:
-                    decoded.append((index, image))
+    def _run_passes(
+        self, model: YOLO, device: str, params: InferenceParams, jobs: list[_JobImages]
+    ) -> None:
+        """Decode the jobs' images a chunk at a time; each chunk's images of one shape (from any
+        of the jobs) go through one forward pass. Each job is checked for cancel between
+        images, and stops alone."""
+        size = batch_size(params.imgsz)
+        pending = [(job, self._chunks(job, size)) for job in jobs]
+        while pending:
+            decoded: list[tuple[_JobImages, Decoded]] = []
+            for job, chunks in list(pending):  # a chunk of each job until the pass is full
+                if len(decoded) >= size:
+                    break
+                chunk = next(chunks, None)
+                if chunk is None:
+                    pending.remove((job, chunks))
+                    continue
+                for index, image in chunk:
+                    if isinstance(image, str):
+                        job.finished(index, {"source": job.sources[index].name, "error": image})
+                    elif not job.stopped():
+                        decoded.append((job, (index, image)))
             for group in same_shape_groups(decoded):
+                live = [(job, item) for job, item in group if not job.stopped()]
+                if not live:
+                    continue
+                self._note_pass(live)
                 # closed at once if we stop early, not when the exception's traceback goes
-                with closing(predict_batch(model, group, device, params)) as predictions:
-                    for (index, image), result in predictions:
-                        height, width = image.shape[:2]
-                        output = ImageOutput(artifacts, index, sources[index].path.stem)
-                        entry: JsonObject = {
-                            "source": sources[index].name,
-                            "width": int(width),
-                            "height": int(height),
-                            **encode(result, encoding, output),
-                        }
-                        if params.save_annotated:
-                            entry["annotated"] = save_annotated(result, output)
-                        finished(index, entry)
-                        check_cancel()
-        images = [entry for entry in entries if entry is not None]
+                items = [item for _, item in live]
+                with closing(predict_batch(model, items, device, params)) as predictions:
+                    for (job, _), ((index, image), result) in zip(live, predictions, strict=True):
+                        job.add(index, image, result)
+                        if all(job.stopped() for job, _ in live):
+                            break
+
+    def _chunks(self, job: _JobImages, size: int) -> Iterator[list[tuple[int, Pixels | str]]]:
+        roots = [*self._data_roots, job.ctx.workdir / INPUTS_DIR]
+        return decoded_chunks(job.sources, size, roots, self._max_image_pixels)
+
+    def _note_pass(self, live: list[tuple[_JobImages, Decoded]]) -> None:
+        ids = tuple(dict.fromkeys(job.ctx.job.id for job, _ in live))
+        if len(ids) > 1:
+            with self._batch_lock:
+                self._batches.append(BatchRecord(ids, len(live)))
+
+
+_JobInputs = tuple[InferenceParams, list[InputFile]]
+
+
+def _read_job(ctx: RunContext) -> _JobInputs | Exception:
+    """A job's params and images, or why they are unusable."""
+    try:
+        return InferenceParams.from_job(ctx.job.params), read_inputs(ctx.job.spec)
+    except Exception as exc:
+        return exc
+
+
+@dataclass(frozen=True)
+class _MediaResult:
+    result: JobResult
+
+    def ran(self, ran: JsonObject) -> JobResult:
+        """The result, saying which format and variant ran."""
+        return JobResult(summary={**self.result.summary, **ran}, detail=self.result.detail)
+
+
+class _JobImages:
+    """One job of a batch: its images' entries as they come, its progress and its cancel."""
+
+    def __init__(
+        self, ctx: RunContext, params: InferenceParams, encoding: Encoding, sources: list[InputFile]
+    ) -> None:
+        self.ctx = ctx
+        self.params = params
+        self.encoding = encoding
+        self.sources = sources
+        self.entries: list[JsonObject | None] = [None] * len(sources)
+        self.done = 0
+        self.cancelled: JobCancelled | None = None
+
+    def stopped(self) -> bool:
+        if self.cancelled is None and self.done < len(self.sources) and self.ctx.should_cancel():
+            self.cancelled = JobCancelled(
+                f"cancelled after {self.done} of {len(self.sources)} images"
+            )
+        return self.cancelled is not None
+
+    def finished(self, index: int, entry: JsonObject) -> None:
+        self.entries[index] = entry
+        self.done += 1
+        self.ctx.report_progress(Progress(self.done, len(self.sources), "images"))
+
+    def add(self, index: int, image: Pixels, result: Results) -> None:
+        height, width = image.shape[:2]
+        output = ImageOutput(self.ctx.workdir / "artifacts", index, self.sources[index].path.stem)
+        entry: JsonObject = {
+            "source": self.sources[index].name,
+            "width": int(width),
+            "height": int(height),
+            **encode(result, self.encoding, output),
+        }
+        if self.params.save_annotated:
+            entry["annotated"] = save_annotated(result, output)
+        self.finished(index, entry)
+
+    def outcome(self, ran: JsonObject) -> BatchOutcome:
+        if self.stopped():
+            assert self.cancelled is not None
+            return self.cancelled
+        images = [entry for entry in self.entries if entry is not None]
         failed = sum(1 for image in images if "error" in image)
-        return JobResult(
-            summary={
-                "task": encoding.task,
-                "images": len(images),
-                **counted(encoding.task, images),
-                "failed_images": failed,
-            },
-            detail={"images": images},
-        )
+        summary: JsonObject = {
+            "task": self.encoding.task,
+            "images": len(images),
+            **counted(self.encoding.task, images),
+            "failed_images": failed,
+            **ran,
+        }
+        return JobResult(summary=summary, detail={"images": images})
 
 
 def default_cpu_threads() -> int:

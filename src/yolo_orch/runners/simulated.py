@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
+from collections import deque
+from collections.abc import Sequence
 
+from yolo_orch.batching import BatchOutcome, BatchRecord
 from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
 from yolo_orch.errors import JobCancelled
 from yolo_orch.jobfiles import METRICS_FILE, write_atomic
@@ -16,6 +20,9 @@ from yolo_orch.runners.base import RunContext, Runner
 CRASH_EXIT_CODE = 70
 RUN_LOG = "sim-runs.log"
 """Each finished run appends `attempt N succeeded` here, so tests can count real executions."""
+BATCH_LOG = "sim-batches.log"
+"""Each forward pass a job took part in appends `attempt N ran|oom: <job ids of the pass>` here,
+so tests of a server in another process can see which jobs shared a pass."""
 
 _CLASS_NAMES = ("person", "bicycle", "car", "dog")
 
@@ -45,38 +52,95 @@ class SimulatedRuntime:
     def cache_stats(self) -> tuple[int, int]:
         return 0, 0
 
+    @property
+    def batches(self) -> list[BatchRecord]:
+        """The forward passes shared by more than one job (see `SimulatedRunner.batches`)."""
+        return self._runner.batches
+
 
 class SimulatedRunner:
+    """Runs one job, or a batch of jobs as one forward pass: the pass takes as long as its
+    slowest job, and each job fails, or is cancelled, on its own (`sim_fail`), except that
+    `sim_fail: oom`, a pass of more than `sim_oom_above` images, `cuda_fatal` and `crash`
+    fail the whole pass, as they would on a GPU."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: deque[BatchRecord] = deque(maxlen=1000)
+
+    @property
+    def batches(self) -> list[BatchRecord]:
+        """The forward passes of more than one job, oldest first (the last 1000)."""
+        with self._lock:
+            return list(self._batches)
+
     def run(self, ctx: RunContext) -> JobResult:
-        params = ctx.job.params
-        seconds = float(params.get("sim_seconds", 0.2))
-        steps = int(params.get("sim_steps", 5))
-        failure = params.get("sim_fail")
-        if failure == "crash":
+        outcome = self._run_pass([ctx])[0]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        return self._run_pass(ctxs)
+
+    def _run_pass(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        params = [ctx.job.params for ctx in ctxs]
+        failures = {p.get("sim_fail") for p in params}
+        if "crash" in failures:
             os._exit(CRASH_EXIT_CODE)
-        for step in range(1, steps + 1):
-            if ctx.should_cancel():
-                raise JobCancelled()
-            time.sleep(seconds / steps)
-            if ctx.job.kind is JobKind.TRAINING:  # a step is an epoch: its metrics, as training's
-                write_atomic(
-                    ctx.workdir / METRICS_FILE, json.dumps(_history(steps)[:step]).encode()
-                )
-            ctx.report_progress(Progress(step, steps, "steps"))
-            if step * 2 >= steps:
-                if failure == "error":
-                    raise RuntimeError("simulated failure")
-                if failure == "oom":
+        images = sum(len(ctx.job.spec.get("inputs", [])) or 1 for ctx in ctxs)
+        limits = [int(p["sim_oom_above"]) for p in params if p.get("sim_oom_above") is not None]
+        seconds = max(float(p.get("sim_seconds", 0.2)) for p in params)
+        steps = [int(p.get("sim_steps", 5)) for p in params]
+        outcomes: list[BatchOutcome | None] = [None] * len(ctxs)
+        for step in range(1, max(steps) + 1):
+            for index, ctx in enumerate(ctxs):
+                if outcomes[index] is None and step <= steps[index] and ctx.should_cancel():
+                    outcomes[index] = JobCancelled()
+            time.sleep(seconds / max(steps))
+            for index, ctx in enumerate(ctxs):
+                if outcomes[index] is None and step <= steps[index]:
+                    if ctx.job.kind is JobKind.TRAINING:  # a step is an epoch: its metrics
+                        history = json.dumps(_history(steps[index])[:step]).encode()
+                        write_atomic(ctx.workdir / METRICS_FILE, history)
+                    ctx.report_progress(Progress(step, steps[index], "steps"))
+            if step * 2 >= max(steps):
+                if "oom" in failures or (limits and images > min(limits)):
+                    self._note(ctxs, images, ran=False)
                     raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
-                if failure == "cuda_fatal":
+                if "cuda_fatal" in failures:
                     raise RuntimeError(
                         "CUDA error: an illegal memory access was encountered (simulated)"
                     )
+                for index, p in enumerate(params):
+                    if outcomes[index] is None and p.get("sim_fail") == "error":
+                        outcomes[index] = RuntimeError("simulated failure")
+            if all(outcome is not None for outcome in outcomes):
+                break
+        self._note(ctxs, images, ran=True)
+        return [
+            self._result(ctx) if outcome is None else outcome
+            for ctx, outcome in zip(ctxs, outcomes, strict=True)
+        ]
+
+    def _note(self, ctxs: Sequence[RunContext], images: int, *, ran: bool) -> None:
+        ids = tuple(ctx.job.id for ctx in ctxs)
+        if len(ids) == 1:
+            return
+        with self._lock:
+            self._batches.append(BatchRecord(ids, images, ran))
+        for ctx in ctxs:
+            ctx.workdir.mkdir(parents=True, exist_ok=True)
+            with (ctx.workdir / BATCH_LOG).open("a") as log:
+                log.write(f"attempt {ctx.job.attempt} {'ran' if ran else 'oom'}: {' '.join(ids)}\n")
+
+    def _result(self, ctx: RunContext) -> JobResult:
+        params = ctx.job.params
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         with (ctx.workdir / RUN_LOG).open("a") as log:
             log.write(f"attempt {ctx.job.attempt} succeeded\n")
         if ctx.job.kind is JobKind.TRAINING:
-            return _training_result(ctx.job.id, steps)
+            return _training_result(ctx.job.id, int(params.get("sim_steps", 5)))
         if ctx.job.kind is JobKind.VALIDATION:
             return _validation_result(ctx.job.id, ctx.job.spec.get("split", "val"))
         if ctx.job.kind is JobKind.EXPORT:

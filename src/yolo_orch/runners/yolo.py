@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio.from_thread
 
+from yolo_orch.batching import BatchOutcome, BatchRunner, run_each
 from yolo_orch.domain import JobKind, JobResult, JsonObject
 from yolo_orch.errors import InvalidJobInput, VariantTampered
 from yolo_orch.registry import ModelRegistry, model_view
@@ -143,10 +144,26 @@ class MarksTamperedModels:
     def run(self, ctx: RunContext) -> JobResult:
         try:
             return self._runner.run(ctx)
-        except VariantTampered as e:  # the variant is retired; its model stays usable
-            anyio.from_thread.run(self._registry.variants.mark_unusable, e.variant_id)
+        except (VariantTampered, ModelTampered) as e:
+            self._retire(ctx, e)
             raise
-        except ModelTampered:
-            if ctx.job.model_id is not None:
-                anyio.from_thread.run(self._registry.mark_unusable, ctx.job.model_id)
+
+    def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        try:
+            if isinstance(self._runner, BatchRunner):
+                outcomes = self._runner.run_batch(ctxs)
+            else:
+                outcomes = run_each(self._runner, ctxs)
+        except (VariantTampered, ModelTampered) as e:
+            self._retire(ctxs[0], e)
             raise
+        for ctx, outcome in zip(ctxs, outcomes, strict=True):
+            if isinstance(outcome, VariantTampered | ModelTampered):
+                self._retire(ctx, outcome)
+        return outcomes
+
+    def _retire(self, ctx: RunContext, error: VariantTampered | ModelTampered) -> None:
+        if isinstance(error, VariantTampered):  # the variant is retired; its model stays usable
+            anyio.from_thread.run(self._registry.variants.mark_unusable, error.variant_id)
+        elif ctx.job.model_id is not None:
+            anyio.from_thread.run(self._registry.mark_unusable, ctx.job.model_id)

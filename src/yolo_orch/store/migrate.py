@@ -12,7 +12,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from yolo_orch.store.sqlite import sync_url
+from yolo_orch.store.sqlite_db import sync_url
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 _PACKAGED_SCRIPTS = _PACKAGE / "_migrations"

@@ -1,4 +1,4 @@
-"""The durable weights registry, on the `SQLiteDatabase` the job store uses (see `sqlite.py`):
+"""The durable weights registry, on the `SQLiteDatabase` the job store uses (see `sqlite_db.py`):
 its writes are ops in the same write queue as the jobs'."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from yolo_orch.errors import (
     VariantNotFound,
 )
 from yolo_orch.store.base import ModelStore
-from yolo_orch.store.sqlite import SQLiteDatabase
+from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.tables import (
     JOBS,
     MODELS,

@@ -1,0 +1,83 @@
+"""What the dispatcher keeps about each run and each batch, and how what a runner returned
+becomes the job's outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from yolo_orch.admission import Lane
+from yolo_orch.batching import BatchOutcome
+from yolo_orch.domain import Job, JobError, JobResult, JobState, Outcome, Progress
+from yolo_orch.errors import JobCancelled
+from yolo_orch.failures import failure_of
+from yolo_orch.jobfiles import JobFiles
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Run:
+    job_id: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    task: asyncio.Task[None] | None = None
+    progress: Progress | None = None
+    progress_writer: asyncio.Task[None] | None = None
+    lanes: tuple[Lane, ...] = ()
+    timeout_s: float = 0.0
+    started: float = 0.0
+    moved: float = 0.0
+    """Loop time of the last progress that changed anything (or of the start)."""
+    stopped_by: JobError | None = None
+    """Why the watchdog told the run to stop: its outcome is this failure, whatever it returns."""
+    stopped_at: float = 0.0
+
+
+@dataclass
+class Batch:
+    """Jobs sharing one turn of a lane: the turn is taken in `holder`'s name (the job at the head
+    of the queue), and held until every job of the batch has ended."""
+
+    holder: str
+    lanes: tuple[Lane, ...]
+    jobs: list[Job] = field(default_factory=list)
+    """Claimed, in start order."""
+    runs: list[Run] = field(default_factory=list)
+    room: int = 0
+    """Images more that its forward passes may take."""
+    formed: float = 0.0
+
+
+OnBatch = Callable[[str, int, float], None]
+"""Called once per run on a lane that batches: the lane, the jobs sharing the run, and the
+seconds the batch waited for companions."""
+
+
+def outcome_of(run: Run, job_id: str, raw: BatchOutcome) -> Outcome:
+    """The outcome to record for a run that returned or raised `raw`: a stop the watchdog asked
+    for wins over what the runner made of it."""
+    if isinstance(raw, JobCancelled):
+        if run.stopped_by is not None:
+            return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
+        return Outcome(JobState.CANCELLED, progress=run.progress)
+    if isinstance(raw, Exception):
+        error = run.stopped_by or failure_of(raw)
+        log.warning("job %s failed: %s: %s", job_id, error.code, error.message)
+        return Outcome(JobState.FAILED, error=error, progress=run.progress)
+    if run.stopped_by is not None:  # it ignored the stop, but not for long
+        return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
+    return Outcome(JobState.SUCCEEDED, result=raw.summary, progress=run.progress)
+
+
+def write_result(files: JobFiles, job_id: str, outcome: BatchOutcome) -> BatchOutcome:
+    """Blocking: the job's result file, durable before the job may be marked succeeded; a job
+    whose file cannot be written fails (alone)."""
+    if isinstance(outcome, JobResult):
+        try:
+            files.write_result(job_id, outcome.detail)
+        except Exception as exc:
+            return exc
+    return outcome
