@@ -2,6 +2,8 @@
 simulated runtime running the jobs meanwhile), measured by `wrk` (a compiled load generator in
 a process of its own, Debian package `wrk`) with `bench/submit.lua`. Each run gets a fresh
 server, which then answers `/healthz` under the same load: the HTTP ceiling of that run.
+`cpu ms`: the server's CPU time (all threads) per submission, steadier than the rates when
+other work shares the machine.
 
     python -m bench.submit [--connections 32] [--duration 10] [--runs 1]
 """
@@ -52,6 +54,13 @@ def wrk(url: str, *, connections: int, duration_s: int, body: str | None) -> Wrk
     raise RuntimeError(f"no summary from wrk:\n{output}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process, all its threads (less noisy than rates on a
+    shared machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--connections", type=int, nargs="+", default=[32])
@@ -64,18 +73,20 @@ def main() -> None:
     print(f"load average before: {load}; {os.cpu_count()} CPUs")
     print(
         f"{'conns':>5} {'submits/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
-        f"{'refused':>7} {'stored':>7} {'healthz/s':>9} {'ratio':>6}"
+        f"{'refused':>7} {'stored':>7} {'cpu ms':>6} {'healthz/s':>9} {'ratio':>6}"
     )
     for connections in args.connections:
         for _ in range(args.runs):
             # max_queued far above what a run can submit, so nothing is refused.
             with running_server(max_queued=10_000_000, sim_lanes=2) as server:
+                cpu_before = cpu_seconds(server.pid)
                 submits = wrk(
                     f"{server.url}/v1/jobs",
                     connections=connections,
                     duration_s=args.duration,
                     body=json.dumps(SIM_JOB),
                 )
+                cpu_ms = (cpu_seconds(server.pid) - cpu_before) * 1000 / submits.requests
                 ceiling = wrk(
                     f"{server.url}/healthz",
                     connections=connections,
@@ -88,7 +99,8 @@ def main() -> None:
             print(
                 f"{connections:>5} {submits.rate:>9.0f} {submits.p50_us / 1000:>7.1f} "
                 f"{submits.p99_us / 1000:>7.1f} {submits.max_us / 1000:>7.1f} {refused:>7} "
-                f"{stored:>7} {ceiling.rate:>9.0f} {submits.rate / ceiling.rate:>6.2f}"
+                f"{stored:>7} {cpu_ms:>6.2f} {ceiling.rate:>9.0f} "
+                f"{submits.rate / ceiling.rate:>6.2f}"
             )
 
 
