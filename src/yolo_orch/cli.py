@@ -64,7 +64,7 @@ class DrainingServer(uvicorn.Server):
     running jobs get `shutdown_grace_s` to finish; then stop. A second signal stops at once."""
 
     def __init__(self, app: FastAPI, settings: Settings) -> None:
-        from yolo_orch.api.protocol import ProblemH11Protocol
+        from yolo_orch.api.protocol import problem_http_protocol
 
         super().__init__(
             uvicorn.Config(
@@ -73,8 +73,10 @@ class DrainingServer(uvicorn.Server):
                 port=settings.port,
                 log_config=None,
                 timeout_graceful_shutdown=5,
-                http=ProblemH11Protocol,  # problem JSON for requests uvicorn cannot parse
-                h11_max_incomplete_event_size=settings.max_header_bytes,
+                # httptools and uvloop (uvicorn[standard]), with problem JSON for the
+                # requests uvicorn cannot parse
+                http=problem_http_protocol(settings.max_header_bytes),
+                loop="uvloop",
             )
         )
         self._app = app
