@@ -128,6 +128,10 @@ class DrainingServer(uvicorn.Server):
             self.force_exit = self._draining
             return
         self._draining = True
+        # Refuse new jobs from now on, not from the drain task's first step: under uvloop a
+        # request read in the same turn of the loop would run before it.
+        services: Services = self._app.state.services
+        services.jobs.draining = True
         self._notifier.stopping(f"draining for up to {self._settings.shutdown_grace_s}s")
         log.info(
             "signal %s: draining for up to %ss",
@@ -141,7 +145,6 @@ class DrainingServer(uvicorn.Server):
 
     async def _drain(self) -> None:
         services: Services = self._app.state.services
-        services.jobs.draining = True
         try:
             await services.dispatcher.drain(self._settings.shutdown_grace_s)
         finally:
