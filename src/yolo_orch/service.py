@@ -41,6 +41,7 @@ from yolo_orch.errors import (
 from yolo_orch.events import JobEvents
 from yolo_orch.inputs import InputLimits, resolve_inputs
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.logs import before_start
 from yolo_orch.params.inference import check_task
 from yolo_orch.paths import is_glob
 from yolo_orch.queue_wait import expected_wait_s
@@ -121,7 +122,8 @@ class JobService:
         except QueueFull:
             raise QueueFull(self._max_queued, await self._retry_after_s()) from None
         if created:
-            log.info("job %s queued (%s, model %s)", job.id, job.kind, job.model, extra=_ids(job))
+            queued = before_start(job.id)
+            log.info("job %s queued (%s, model %s)", job.id, job.kind, job.model, extra=queued)
             self._dispatcher.wake()
         return job, created
 
