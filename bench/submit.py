@@ -22,6 +22,7 @@ import httpx
 
 from bench._server import SIM_JOB, list_jobs, running_server
 
+LANES = 2
 LUA = Path(__file__).with_name("submit.lua")
 _SUMMARY = "WRK_SUMMARY "
 
@@ -54,6 +55,13 @@ def wrk(url: str, *, connections: int, duration_s: int, body: str | None) -> Wrk
     raise RuntimeError(f"no summary from wrk:\n{output}")
 
 
+def _hold_lanes(url: str) -> None:
+    blocker = {**SIM_JOB, "params": {"sim_seconds": 3600}}
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for _ in range(LANES):
+            client.post("/v1/jobs", json=blocker).raise_for_status()
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time of a process, all its threads (less noisy than rates on a
     shared machine)."""
@@ -66,6 +74,12 @@ def main() -> None:
     parser.add_argument("--connections", type=int, nargs="+", default=[32])
     parser.add_argument("--duration", type=int, default=10, help="seconds of each wrk run")
     parser.add_argument("--runs", type=int, default=1, help="fresh servers per connection count")
+    parser.add_argument(
+        "--queue-only",
+        action="store_true",
+        help="hold both lanes with a long job first, so that the submissions only queue: the "
+        "submission path without the dispatcher running jobs beside it",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
@@ -78,7 +92,9 @@ def main() -> None:
     for connections in args.connections:
         for _ in range(args.runs):
             # max_queued far above what a run can submit, so nothing is refused.
-            with running_server(max_queued=10_000_000, sim_lanes=2) as server:
+            with running_server(max_queued=10_000_000, sim_lanes=LANES) as server:
+                if args.queue_only:
+                    _hold_lanes(server.url)
                 cpu_before = cpu_seconds(server.pid)
                 submits = wrk(
                     f"{server.url}/v1/jobs",
@@ -94,7 +110,7 @@ def main() -> None:
                     body=None,
                 )
                 with httpx.Client(base_url=server.url, timeout=60) as client:
-                    stored = len(list_jobs(client))
+                    stored = len(list_jobs(client)) - (LANES if args.queue_only else 0)
             refused = submits.non_2xx_3xx + submits.socket_errors
             print(
                 f"{connections:>5} {submits.rate:>9.0f} {submits.p50_us / 1000:>7.1f} "

@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -57,6 +58,8 @@ log = logging.getLogger(__name__)
 _RECENT_RUNS = 20
 """Finished runs of each kind that say how long one takes."""
 _MAX_RETRY_AFTER_S = 3600
+_PROVIDED_NAMES = 256
+"""Model names whose answer from the runtime `JobService` keeps."""
 
 
 class JobService:
@@ -99,6 +102,9 @@ class JobService:
         self._file_limiter = file_limiter
         self._walk_limiter = walk_limiter
         self._events = events
+        self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
+            OrderedDict()
+        )
         self.draining = False
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -130,13 +136,9 @@ class JobService:
     async def _with_model_and_files(self, new: NewJob) -> NewJob:
         """Refuse at once what could only fail later: a model this host does not have, inputs
         or a dataset that are not readable files under the data roots."""
-        if await anyio.to_thread.run_sync(
-            self._runtime.provides, new.model, new.kind, limiter=self._file_limiter
-        ):
+        provided, task = await self._provided(new.model, new.kind)
+        if provided:
             model_id = None  # `sim`, or a shipped architecture to train from scratch
-            task = await anyio.to_thread.run_sync(
-                self._runtime.model_task, new.model, limiter=self._file_limiter
-            )
         else:
             model = await self._models.get(new.model)
             if not model.usable:
@@ -168,6 +170,27 @@ class JobService:
                 for export_format in spec["params"].get("export", []):
                     self._check_buildable(ExportFormat(export_format), half=False)
         return replace(new, spec=spec, model_id=model_id)
+
+    async def _provided(self, model: str, kind: JobKind) -> tuple[bool, str | None]:
+        """Whether the runtime has `model` itself for jobs of `kind`, and the model's task then.
+        The runtime's answer for a name never changes: it is kept, so a stream of submissions
+        naming one model costs one thread hop, not one each."""
+        key = (model, kind)
+        known = self._provided_models.get(key)
+        if known is None:
+            known = await anyio.to_thread.run_sync(
+                self._ask_runtime, model, kind, limiter=self._file_limiter
+            )
+            self._provided_models[key] = known
+            if len(self._provided_models) > _PROVIDED_NAMES:
+                self._provided_models.popitem(last=False)
+        self._provided_models.move_to_end(key)
+        return known
+
+    def _ask_runtime(self, model: str, kind: JobKind) -> tuple[bool, str | None]:
+        if not self._runtime.provides(model, kind):
+            return False, None
+        return True, self._runtime.model_task(model)
 
     async def _check_format(self, model: Model, params: JsonObject) -> None:
         """An inference job that names a format the model has no usable variant of, for the
