@@ -7,7 +7,7 @@ import asyncio
 import json
 import sys
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import httptools
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -48,6 +48,34 @@ DEFAULT_MAX_HEAD = 16 * 1024
 _MAX_REASON = 200
 
 
+class _CoalescingTransport:
+    """A connection's transport whose writes in one turn of the event loop go out together:
+    uvicorn writes a response's head and its body apart, and each write is a send of its own
+    (the first, waking the client, costs the most)."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def _flush(self) -> None:
+        if self._pending and not self._transport.is_closing():
+            self._transport.write(b"".join(self._pending))
+        self._pending.clear()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class ProblemHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, but a request it cannot parse (a bad request line or
     header, an invalid `Transfer-Encoding`) is answered with problem JSON (400, 501), and a
@@ -68,6 +96,10 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         """Between a message's first byte and the end of its headers."""
         self._head_bytes = 0
         self._completed_in_feed = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        coalescing = cast(asyncio.Transport, _CoalescingTransport(transport, self.loop))
+        super().connection_made(coalescing)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
