@@ -2,10 +2,10 @@
 simulated runtime running the jobs meanwhile), measured by `wrk` (a compiled load generator in
 a process of its own, Debian package `wrk`) with `bench/submit.lua`. Each run gets a fresh
 server, which then answers `/healthz` under the same load: the HTTP ceiling of that run.
-`cpu ms`: the server's CPU time (all threads) per submission, steadier than the rates when
-other work shares the machine.
+`h p99`: that run's p99 (ms). `cpu ms`: the server's CPU time (all threads) per submission,
+steadier than the rates when other work shares the machine.
 
-    python -m bench.submit [--connections 32] [--duration 10] [--runs 1]
+    python -m bench.submit [--connections 32] [--duration 10] [--runs 1] [--queue-only]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def main() -> None:
     print(f"load average before: {load}; {os.cpu_count()} CPUs")
     print(
         f"{'conns':>5} {'submits/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
-        f"{'refused':>7} {'stored':>7} {'cpu ms':>6} {'healthz/s':>9} {'ratio':>6}"
+        f"{'refused':>7} {'stored':>7} {'cpu ms':>6} {'healthz/s':>9} {'h p99':>6} {'ratio':>6}"
     )
     for connections in args.connections:
         for _ in range(args.runs):
@@ -115,7 +115,7 @@ def main() -> None:
             print(
                 f"{connections:>5} {submits.rate:>9.0f} {submits.p50_us / 1000:>7.1f} "
                 f"{submits.p99_us / 1000:>7.1f} {submits.max_us / 1000:>7.1f} {refused:>7} "
-                f"{stored:>7} {cpu_ms:>6.2f} {ceiling.rate:>9.0f} "
+                f"{stored:>7} {cpu_ms:>6.2f} {ceiling.rate:>9.0f} {ceiling.p99_us / 1000:>6.1f} "
                 f"{submits.rate / ceiling.rate:>6.2f}"
             )
 
