@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import gc
 import hashlib
 import json
 import logging
@@ -104,6 +105,9 @@ class DrainingServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
+            # What start-up made (modules, schemas, torch) lives as long as the process: out
+            # of the collector's way, so a full collection under load walks only new objects.
+            gc.freeze()
             self._notifier.ready(f"serving on {self._settings.host}:{self._settings.port}")
             self._fatal_watch = asyncio.create_task(self._exit_when_poisoned())
             self._wedged_watch = asyncio.create_task(self._exit_when_wedged())
