@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -107,6 +108,30 @@ def running_server(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+SIM_JOB = {"kind": "inference", "model": "sim", "inputs": ["a.jpg"], "params": {"sim_seconds": 0}}
+
+
+async def submit_all(url: str, jobs: int, clients: int) -> tuple[float, list[float]]:
+    """POST `jobs` copies of `SIM_JOB` from `clients` concurrent httpx clients in this process;
+    the seconds it took and each submission's latency."""
+    latencies: list[float] = []
+    remaining = iter(range(jobs))
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        for _ in remaining:
+            started = time.perf_counter()
+            response = await client.post("/v1/jobs", json=SIM_JOB)
+            latencies.append(time.perf_counter() - started)
+            if response.status_code != 202:
+                raise RuntimeError(f"{response.status_code}: {response.text}")
+
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
+        return time.perf_counter() - started, latencies
 
 
 def percentile(samples: list[float], fraction: float) -> float:

@@ -24,6 +24,7 @@ python="${PYTHON:-python3}"
 wheels=(
     # the server
     fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 h11==0.16.0 click==8.5.1
+    httptools==0.9.0 uvloop==0.23.0
     sqlmodel==0.0.50 sqlalchemy==2.1.9 greenlet==3.5.6 aiosqlite==0.22.1 alembic==1.20.1
     mako==1.4.3 anyio==4.16.0 idna==3.20 pydantic==2.14.4 pydantic-core==2.50.5
     annotated-types==0.8.0 annotated-doc==0.0.7 typing-inspection==0.4.5

@@ -30,8 +30,7 @@ from typing import Any
 
 import httpx
 
-from bench._server import percentile, running_server
-from bench.submit import submit_all
+from bench._server import percentile, running_server, submit_all
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.sqlite import SQLiteJobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase

@@ -1,56 +1,123 @@
 """POST /v1/jobs throughput and latency against a real server (SQLite, synchronous=FULL,
-simulated runtime), for several numbers of concurrent clients.
+simulated runtime running the jobs meanwhile), measured by `wrk` (a compiled load generator in
+a process of its own, Debian package `wrk`) with `bench/submit.lua`. Each run gets a fresh
+server, which then answers `/healthz` under the same load: the HTTP ceiling of that run.
+`h p99`: that run's p99 (ms). `cpu ms`: the server's CPU time (all threads) per submission,
+steadier than the rates when other work shares the machine.
 
-    python bench/submit.py [--jobs 2000] [--clients 1 8 32]
+    python -m bench.submit [--connections 32] [--duration 10] [--runs 1] [--queue-only]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import time
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
-from bench._server import percentile, running_server
+from bench._server import SIM_JOB, list_jobs, running_server
 
-JOB = {"kind": "inference", "model": "sim", "inputs": ["a.jpg"], "params": {"sim_seconds": 0}}
+LANES = 2
+LUA = Path(__file__).with_name("submit.lua")
+_SUMMARY = "WRK_SUMMARY "
 
 
-async def submit_all(url: str, jobs: int, clients: int) -> tuple[float, list[float]]:
-    latencies: list[float] = []
-    remaining = iter(range(jobs))
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+@dataclass(frozen=True)
+class WrkRun:
+    requests: int
+    duration_us: int
+    non_2xx_3xx: int
+    socket_errors: int
+    p50_us: int
+    p99_us: int
+    max_us: int
 
-    async def client_loop(client: httpx.AsyncClient) -> None:
-        for _ in remaining:
-            started = time.perf_counter()
-            response = await client.post("/v1/jobs", json=JOB)
-            latencies.append(time.perf_counter() - started)
-            if response.status_code != 202:
-                raise RuntimeError(f"{response.status_code}: {response.text}")
+    @property
+    def rate(self) -> float:
+        return self.requests / (self.duration_us / 1e6)
 
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
-        started = time.perf_counter()
-        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
-        return time.perf_counter() - started, latencies
+
+def wrk(url: str, *, connections: int, duration_s: int, body: str | None) -> WrkRun:
+    env = {key: value for key, value in os.environ.items() if key != "WRK_BODY"}
+    if body is not None:
+        env["WRK_BODY"] = body
+    command = ["wrk", "-t", "2", "-c", str(connections), "-d", f"{duration_s}s"]
+    command += ["--timeout", "10s", "-s", str(LUA), url]
+    output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    for line in output.splitlines():
+        if line.startswith(_SUMMARY):
+            return WrkRun(**json.loads(line.removeprefix(_SUMMARY)))
+    raise RuntimeError(f"no summary from wrk:\n{output}")
+
+
+def _hold_lanes(url: str) -> None:
+    blocker = {**SIM_JOB, "params": {"sim_seconds": 3600}}
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for _ in range(LANES):
+            client.post("/v1/jobs", json=blocker).raise_for_status()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process, all its threads (less noisy than rates on a
+    shared machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--jobs", type=int, default=2000, help="submissions per run")
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--connections", type=int, nargs="+", default=[32])
+    parser.add_argument("--duration", type=int, default=10, help="seconds of each wrk run")
+    parser.add_argument("--runs", type=int, default=1, help="fresh servers per connection count")
+    parser.add_argument(
+        "--queue-only",
+        action="store_true",
+        help="hold both lanes with a long job first, so that the submissions only queue: the "
+        "submission path without the dispatcher running jobs beside it",
+    )
     args = parser.parse_args()
-    print(f"{'clients':>7} {'jobs':>6} {'jobs/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
-    for clients in args.clients:
-        # A fresh server per run; max_queued above the job count so nothing is refused.
-        with running_server(max_queued=args.jobs * 2, sim_lanes=2) as server:
-            elapsed, latencies = asyncio.run(submit_all(server.url, args.jobs, clients))
-        ms = [latency * 1000 for latency in latencies]
-        print(
-            f"{clients:>7} {args.jobs:>6} {args.jobs / elapsed:>8.0f} "
-            f"{percentile(ms, 0.5):>8.1f} {percentile(ms, 0.99):>8.1f} {max(ms):>8.1f}"
-        )
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"load average before: {load}; {os.cpu_count()} CPUs")
+    print(
+        f"{'conns':>5} {'submits/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
+        f"{'refused':>7} {'stored':>7} {'cpu ms':>6} {'healthz/s':>9} {'h p99':>6} {'ratio':>6}"
+    )
+    for connections in args.connections:
+        for _ in range(args.runs):
+            # max_queued far above what a run can submit, so nothing is refused.
+            with running_server(max_queued=10_000_000, sim_lanes=LANES) as server:
+                if args.queue_only:
+                    _hold_lanes(server.url)
+                cpu_before = cpu_seconds(server.pid)
+                submits = wrk(
+                    f"{server.url}/v1/jobs",
+                    connections=connections,
+                    duration_s=args.duration,
+                    body=json.dumps(SIM_JOB),
+                )
+                cpu_ms = (cpu_seconds(server.pid) - cpu_before) * 1000 / submits.requests
+                ceiling = wrk(
+                    f"{server.url}/healthz",
+                    connections=connections,
+                    duration_s=args.duration,
+                    body=None,
+                )
+                with httpx.Client(base_url=server.url, timeout=60) as client:
+                    stored = len(list_jobs(client)) - (LANES if args.queue_only else 0)
+            refused = submits.non_2xx_3xx + submits.socket_errors
+            print(
+                f"{connections:>5} {submits.rate:>9.0f} {submits.p50_us / 1000:>7.1f} "
+                f"{submits.p99_us / 1000:>7.1f} {submits.max_us / 1000:>7.1f} {refused:>7} "
+                f"{stored:>7} {cpu_ms:>6.2f} {ceiling.rate:>9.0f} {ceiling.p99_us / 1000:>6.1f} "
+                f"{submits.rate / ceiling.rate:>6.2f}"
+            )
 
 
 if __name__ == "__main__":

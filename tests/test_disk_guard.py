@@ -4,18 +4,22 @@ Free space comes from an injected probe, and once from a real, small tmpfs."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from tests.conftest import serve, sim_job, wait_terminal
 from tests.test_api import _wait_state, assert_problem
+from yolo_orch.api.deps import Services
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.failures import failure_of
@@ -32,6 +36,12 @@ class Disks:
 
     def __call__(self, path: Path) -> int:
         return 0 if any(path.resolve().is_relative_to(f) for f in self.full) else 1 << 40
+
+
+async def _look_again(app: FastAPI) -> None:
+    """What the guard's refresher does every `disk_check_interval_s`, now."""
+    services: Services = app.state.services
+    await services.disk.check()
 
 
 def _entries(folder: Path) -> set[Path]:
@@ -60,13 +70,16 @@ async def test_a_full_data_dir_refuses_submissions_and_uploads(
 ) -> None:
     settings = settings_factory(min_free_bytes=MIN_FREE)
     disks = Disks()
-    async with serve(create_app(settings, free_space=disks)) as client:
+    app = create_app(settings, free_space=disks)
+    async with serve(app) as client:
         assert (await client.get("/readyz")).json()["checks"]["disk_space_ok"] is True
         disks.full.add(settings.data_dir.resolve())
+        await _look_again(app)
 
         await _refused_everything(client, settings.jobs_dir)
 
         disks.full.clear()
+        await _look_again(app)
         assert (await client.post("/v1/jobs", json=sim_job())).status_code == 202
         assert (await client.get("/readyz")).json()["status"] == "ready"
         assert (await client.get("/healthz")).status_code == 200
@@ -87,6 +100,21 @@ async def test_the_database_elsewhere_is_checked_on_its_own(
         detail = (await client.post("/v1/jobs", json=sim_job())).json()["detail"]
         assert "database: 0 bytes free" in detail
         assert "data_dir" not in detail
+
+
+async def test_submissions_see_a_disk_fill_up_within_the_check_interval(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    settings = settings_factory(min_free_bytes=MIN_FREE, disk_check_interval_s=0.05)
+    disks = Disks()
+    async with serve(create_app(settings, free_space=disks)) as client:
+        assert (await client.post("/v1/jobs", json=sim_job())).status_code == 202
+        disks.full.add(settings.data_dir.resolve())
+        deadline = time.monotonic() + 30
+        while (response := await client.post("/v1/jobs", json=sim_job())).status_code == 202:
+            assert time.monotonic() < deadline, "the refresher never looked again"
+            await asyncio.sleep(0.02)
+        assert_problem(response, 507, "insufficient_storage")
 
 
 async def test_no_check_at_zero(settings_factory: Callable[..., Settings]) -> None:
@@ -156,12 +184,14 @@ async def test_a_real_full_disk(
     small_disk: Path, settings_factory: Callable[..., Settings]
 ) -> None:
     settings = settings_factory(data_dir=small_disk, min_free_bytes=1 << 20, sim_lanes=1)
-    async with serve(create_app(settings)) as client:
+    app = create_app(settings)
+    async with serve(app) as client:
         long = sim_job(params={"sim_seconds": 1.5, "sim_steps": 30})
         running = (await client.post("/v1/jobs", json=long)).json()["id"]
         await _wait_state(client, running, "running")
 
         filler = _fill(small_disk)
+        await _look_again(app)
 
         failed = await wait_terminal(client, running)
         assert failed["state"] == "failed"
@@ -170,6 +200,7 @@ async def test_a_real_full_disk(
         await _refused_everything_but_jobs(client, settings.jobs_dir)
 
         filler.unlink()
+        await _look_again(app)
         again = (await client.post("/v1/jobs", json=sim_job())).json()["id"]
         assert (await wait_terminal(client, again))["state"] == "succeeded"
         assert (await client.get("/readyz")).json()["status"] == "ready"

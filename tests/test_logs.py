@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from yolo_orch.logs import (
+    JobLogHandler,
     JsonFormatter,
+    before_start,
     current_job,
     install_job_logs,
     remove_job_logs,
@@ -88,3 +90,44 @@ def test_library_warnings_go_to_the_log_and_overlapping_blocks_restore_the_filte
     assert (list(warnings.filters), warnings.showwarning) == (filters, showwarning)
     with pytest.raises(DeprecationWarning):  # pytest's "error" filter is back in force
         warnings.warn("again", DeprecationWarning, stacklevel=1)
+
+
+def test_lines_before_a_jobs_start_wait_for_its_first_other_line(tmp_path: Path) -> None:
+    handler = install_job_logs(tmp_path)
+    try:
+        log = logging.getLogger("yolo_orch.x")
+        log.info("queued", extra=before_start("j4"))
+        log.info("queued", extra=before_start("j5"))
+        assert list(tmp_path.iterdir()) == []  # a submission makes no folder
+        log.info("started", extra={"job_id": "j4"})
+        log.info("again", extra=before_start("j4"))  # its file is open: written at once
+    finally:
+        remove_job_logs(handler)
+    lines = (tmp_path / "j4" / "job.log").read_text().splitlines()
+    assert [line.split(": ", 1)[1] for line in lines] == ["queued", "started", "again"]
+    assert [path.name for path in tmp_path.iterdir()] == ["j4"]
+
+
+def test_held_lines_of_jobs_that_never_start_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(JobLogHandler, "HELD_JOBS", 2)
+    handler = install_job_logs(tmp_path)
+    try:
+        log = logging.getLogger("yolo_orch.x")
+        for job_id in ("j1", "j2", "j3"):
+            log.info("queued", extra=before_start(job_id))
+        for job_id in ("j1", "j2", "j3"):
+            log.info("cancelled", extra={"job_id": job_id})
+    finally:
+        remove_job_logs(handler)
+    first = (tmp_path / "j1" / "job.log").read_text()
+    assert "queued" not in first
+    assert "cancelled" in first
+    assert "queued" in (tmp_path / "j3" / "job.log").read_text()
+
+
+def test_the_held_marker_stays_out_of_json_lines() -> None:
+    line = json.loads(JsonFormatter().format(record("queued", **before_start("j1"))))
+    assert line["job_id"] == "j1"
+    assert set(line) == {"ts", "level", "logger", "msg", "job_id"}

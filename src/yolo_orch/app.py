@@ -220,6 +220,10 @@ async def _start(
         retention.run(settings.retention_interval_s), name="retention"
     )
     stack.push_async_callback(_cancelled, retention_task)
+    disk = DiskGuard(_storage_places(settings), settings.min_free_bytes, free_space)
+    await disk.check()  # the first look, before any submission
+    disk_task = asyncio.create_task(disk.run(settings.disk_check_interval_s), name="disk-guard")
+    stack.push_async_callback(_cancelled, disk_task)
     if telemetry is not None and any(lane.gpu_index is not None for lane in lanes):
         watcher = asyncio.create_task(
             watch_gpu_health(lanes, telemetry, dispatcher, settings.gpu_health_interval_s),
@@ -264,7 +268,7 @@ async def _start(
         file_limiter=file_limiter,
         walk_limiter=walk_limiter,
         retention=retention,
-        disk=DiskGuard(_storage_places(settings), settings.min_free_bytes, free_space),
+        disk=disk,
         telemetry_history=telemetry_history,
         cluster=cluster,
     )

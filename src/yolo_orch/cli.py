@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import gc
 import hashlib
 import json
 import logging
@@ -64,7 +65,7 @@ class DrainingServer(uvicorn.Server):
     running jobs get `shutdown_grace_s` to finish; then stop. A second signal stops at once."""
 
     def __init__(self, app: FastAPI, settings: Settings) -> None:
-        from yolo_orch.api.protocol import ProblemH11Protocol
+        from yolo_orch.api.protocol import problem_http_protocol
 
         super().__init__(
             uvicorn.Config(
@@ -73,8 +74,10 @@ class DrainingServer(uvicorn.Server):
                 port=settings.port,
                 log_config=None,
                 timeout_graceful_shutdown=5,
-                http=ProblemH11Protocol,  # problem JSON for requests uvicorn cannot parse
-                h11_max_incomplete_event_size=settings.max_header_bytes,
+                # httptools and uvloop (uvicorn[standard]), with problem JSON for the
+                # requests uvicorn cannot parse
+                http=problem_http_protocol(settings.max_header_bytes),
+                loop="uvloop",
             )
         )
         self._app = app
@@ -102,6 +105,9 @@ class DrainingServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
+            # What start-up made (modules, schemas, torch) lives as long as the process: out
+            # of the collector's way, so a full collection under load walks only new objects.
+            gc.freeze()
             self._notifier.ready(f"serving on {self._settings.host}:{self._settings.port}")
             self._fatal_watch = asyncio.create_task(self._exit_when_poisoned())
             self._wedged_watch = asyncio.create_task(self._exit_when_wedged())
@@ -126,6 +132,10 @@ class DrainingServer(uvicorn.Server):
             self.force_exit = self._draining
             return
         self._draining = True
+        # Refuse new jobs from now on, not from the drain task's first step: under uvloop a
+        # request read in the same turn of the loop would run before it.
+        services: Services = self._app.state.services
+        services.jobs.draining = True
         self._notifier.stopping(f"draining for up to {self._settings.shutdown_grace_s}s")
         log.info(
             "signal %s: draining for up to %ss",
@@ -139,7 +149,6 @@ class DrainingServer(uvicorn.Server):
 
     async def _drain(self) -> None:
         services: Services = self._app.state.services
-        services.jobs.draining = True
         try:
             await services.dispatcher.drain(self._settings.shutdown_grace_s)
         finally:

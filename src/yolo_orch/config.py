@@ -239,6 +239,12 @@ class Settings(BaseSettings):
         description="Free space data_dir, the database's folder and models_dir each need: below "
         "it, submissions and uploads get 507 and /readyz says degraded. 0: no check.",
     )
+    disk_check_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds between two looks at the free space; submissions read the last.",
+    )
     gpu_telemetry: bool = Field(
         default=True,
         description="NVML readings in /v1/devices and /metrics, and GPU health checks.",

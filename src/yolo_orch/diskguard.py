@@ -4,10 +4,14 @@ uploads are refused (507) before anything is written, and readiness says degrade
 The places are `data_dir` (job files), the database's folder and `models_dir`, each checked on
 its own since any may be a mount of its own. The probe is passed in, so tests can say how full
 a disk is without filling one.
+
+A submission reads the answer of the last look (`require`, no I/O): a refresher looks every
+`disk_check_interval_s` in a thread, and readiness looks afresh each time it is asked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -42,6 +46,8 @@ class DiskGuard:
         self._places = [(name, path) for path, name in seen.items()]
         self._min_free = min_free_bytes
         self._probe = probe
+        self._low: list[str] = []
+        """What the last look found short."""
 
     def short(self) -> list[str]:
         """The places below `min_free_bytes` (a place that cannot be read counts as one).
@@ -59,9 +65,17 @@ class DiskGuard:
         return low
 
     async def check(self) -> list[str]:
-        return await anyio.to_thread.run_sync(self.short)
+        """Look now (in a thread); what submissions see from then on."""
+        self._low = await anyio.to_thread.run_sync(self.short)
+        return self._low
 
-    async def require(self) -> None:
-        """Raise `InsufficientStorage` if any place is short of space."""
-        if low := await self.check():
-            raise InsufficientStorage(low)
+    async def run(self, interval_s: float) -> None:
+        """Look every `interval_s`, until cancelled."""
+        while True:
+            await self.check()
+            await asyncio.sleep(interval_s)
+
+    def require(self) -> None:
+        """Raise `InsufficientStorage` if the last look found a place short of space."""
+        if self._low:
+            raise InsufficientStorage(self._low)

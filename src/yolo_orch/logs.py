@@ -24,11 +24,20 @@ from yolo_orch.jobfiles import JOB_LOG
 
 current_job: ContextVar[str | None] = ContextVar("current_job", default=None)
 
+_HELD = "job_log_held"
 _STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
     "asctime",
     "color_message",
+    _HELD,
 }
+
+
+def before_start(job_id: str) -> dict[str, object]:
+    """`extra` for a record about a job that has not started (its submission): its job log
+    holds the line in memory until the job's file is opened (when the job starts, or is
+    cancelled), so a submission makes no folder and opens no file."""
+    return {"job_id": job_id, _HELD: True}
 
 
 def configure_logging(level: str, json_lines: bool) -> None:
@@ -72,15 +81,19 @@ class JobLogHandler(logging.Handler):
     """Appends each record that belongs to a job to that job's log file.
 
     Records are often logged from the event loop, so the files of the most recently active
-    jobs stay open (a write, not a mkdir and an open, per line).
+    jobs stay open (a write, not a mkdir and an open, per line), and lines logged with
+    `before_start` wait in memory for the job's first other line (the oldest `HELD_JOBS`
+    jobs' are dropped: jobs that never start).
     """
 
     OPEN_FILES = 32
+    HELD_JOBS = 10_000
 
     def __init__(self, jobs_dir: Path) -> None:
         super().__init__(logging.INFO)
         self._jobs_dir = jobs_dir
         self._files: OrderedDict[str, TextIO] = OrderedDict()
+        self._held: OrderedDict[str, list[str]] = OrderedDict()
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -90,6 +103,9 @@ class JobLogHandler(logging.Handler):
         try:
             line = self.format(record) + "\n"
             with self.lock or contextlib.nullcontext():
+                if getattr(record, _HELD, False) and job_id not in self._files:
+                    self._hold(job_id, line)
+                    return
                 file = self._file(job_id)
                 file.write(line)
                 file.flush()
@@ -100,6 +116,7 @@ class JobLogHandler(logging.Handler):
         with self.lock or contextlib.nullcontext():
             while self._files:
                 self._files.popitem()[1].close()
+            self._held.clear()
         super().close()
 
     def _file(self, job_id: str) -> TextIO:
@@ -108,10 +125,17 @@ class JobLogHandler(logging.Handler):
             folder = self._jobs_dir / job_id
             folder.mkdir(parents=True, exist_ok=True)
             file = self._files[job_id] = (folder / JOB_LOG).open("a", encoding="utf-8")
+            file.writelines(self._held.pop(job_id, ()))
             if len(self._files) > self.OPEN_FILES:
                 self._files.popitem(last=False)[1].close()
         self._files.move_to_end(job_id)
         return file
+
+    def _hold(self, job_id: str, line: str) -> None:
+        self._held.setdefault(job_id, []).append(line)
+        self._held.move_to_end(job_id)
+        if len(self._held) > self.HELD_JOBS:
+            self._held.popitem(last=False)
 
 
 def install_job_logs(jobs_dir: Path) -> JobLogHandler:

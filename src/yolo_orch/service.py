@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +43,7 @@ from yolo_orch.errors import (
 from yolo_orch.events import JobEvents
 from yolo_orch.inputs import InputLimits, resolve_inputs
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.logs import before_start
 from yolo_orch.params.inference import check_task
 from yolo_orch.paths import is_glob
 from yolo_orch.queue_wait import expected_wait_s
@@ -58,6 +60,8 @@ log = logging.getLogger(__name__)
 _RECENT_RUNS = 20
 """Finished runs of each kind that say how long one takes."""
 _MAX_RETRY_AFTER_S = 3600
+_PROVIDED_NAMES = 256
+"""Model names whose answer from the runtime `JobService` keeps."""
 
 
 class JobService:
@@ -100,6 +104,9 @@ class JobService:
         self._file_limiter = file_limiter
         self._walk_limiter = walk_limiter
         self._events = events
+        self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
+            OrderedDict()
+        )
         self.draining = False
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
@@ -123,20 +130,17 @@ class JobService:
         except QueueFull:
             raise QueueFull(self._max_queued, await self._retry_after_s()) from None
         if created:
-            log.info("job %s queued (%s, model %s)", job.id, job.kind, job.model, extra=_ids(job))
+            queued = before_start(job.id)
+            log.info("job %s queued (%s, model %s)", job.id, job.kind, job.model, extra=queued)
             self._dispatcher.wake()
         return job, created
 
     async def _with_model_and_files(self, new: NewJob) -> NewJob:
         """Refuse at once what could only fail later: a model this host does not have, inputs
         or a dataset that are not readable files under the data roots."""
-        if await anyio.to_thread.run_sync(
-            self._runtime.provides, new.model, new.kind, limiter=self._file_limiter
-        ):
+        provided, task = await self._provided(new.model, new.kind)
+        if provided:
             model_id = None  # `sim`, or a shipped architecture to train from scratch
-            task = await anyio.to_thread.run_sync(
-                self._runtime.model_task, new.model, limiter=self._file_limiter
-            )
         else:
             model = await self._models.get(new.model)
             if not model.usable:
@@ -174,6 +178,27 @@ class JobService:
                 refuse_unreadable_videos, spec["files"], limiter=self._file_limiter
             )
         return replace(new, spec=spec, model_id=model_id)
+
+    async def _provided(self, model: str, kind: JobKind) -> tuple[bool, str | None]:
+        """Whether the runtime has `model` itself for jobs of `kind`, and the model's task then.
+        The runtime's answer for a name never changes: it is kept, so a stream of submissions
+        naming one model costs one thread hop, not one each."""
+        key = (model, kind)
+        known = self._provided_models.get(key)
+        if known is None:
+            known = await anyio.to_thread.run_sync(
+                self._ask_runtime, model, kind, limiter=self._file_limiter
+            )
+            self._provided_models[key] = known
+            if len(self._provided_models) > _PROVIDED_NAMES:
+                self._provided_models.popitem(last=False)
+        self._provided_models.move_to_end(key)
+        return known
+
+    def _ask_runtime(self, model: str, kind: JobKind) -> tuple[bool, str | None]:
+        if not self._runtime.provides(model, kind):
+            return False, None
+        return True, self._runtime.model_task(model)
 
     async def _check_format(self, model: Model, params: JsonObject) -> None:
         """An inference job that names a format the model has no usable variant of, for the

@@ -188,6 +188,24 @@ def test_headers_over_their_limit_get_a_431_problem(conn: Connection) -> None:
 
 
 @pytest.mark.acceptance
+def test_an_unsupported_transfer_coding_gets_a_501_problem(conn: Connection) -> None:
+    conn.send(b"POST /v1/jobs HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: gzip\r\n\r\n")
+    reply = conn.reply()
+    reply.problem(501, "not_implemented")
+    assert reply.headers["connection"] == "close"
+
+
+@pytest.mark.acceptance
+def test_pipelined_requests_past_the_header_limit_together_are_each_answered(
+    conn: Connection,
+) -> None:
+    # Each head is under the limit, the three together over it: the bound is per request.
+    padded = b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Padding: %s\r\n\r\n"
+    conn.send(b"".join(padded % (b"a" * (HEADER_LIMIT // 2)) for _ in range(3)))
+    assert [conn.reply().status for _ in range(3)] == [200, 200, 200]
+
+
+@pytest.mark.acceptance
 def test_head_answers_like_get_without_a_body(conn: Connection) -> None:
     conn.send(b"GET /v1/jobs HTTP/1.1\r\nHost: test\r\n\r\n")
     get = conn.reply()

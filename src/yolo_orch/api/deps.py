@@ -68,9 +68,9 @@ JobServiceDep = Annotated[JobService, Depends(get_job_service)]
 
 async def require_disk_space(request: Request) -> None:
     """Refuse (507) what would be stored while a disk is short of space, before any of it is
-    read."""
+    read. Async, with no await: FastAPI runs it on the loop, not in a thread."""
     services: Services = request.app.state.services
-    await services.disk.require()
+    services.disk.require()
 
 
 DiskSpace = Depends(require_disk_space)

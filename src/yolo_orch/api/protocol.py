@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
-import h11
+import httptools
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from yolo_orch.api.problems import PROBLEM_MEDIA_TYPE, problem_body
@@ -43,36 +44,45 @@ class HeadAsGet:
         await self._app({**scope, "method": "GET"}, receive, headers_only)
 
 
-_PARSE_ERRORS = {
-    400: "invalid_http",
-    431: "headers_too_large",
-    501: "not_implemented",
-}
-
-
+DEFAULT_MAX_HEAD = 16 * 1024
 _MAX_REASON = 200
-H11_DEFAULT_MAX_HEAD = 16 * 1024
-"""h11's own bound on a request's line and headers, where the config sets none."""
 
 
-class _RecordingConnection(h11.Connection):
-    """Keeps the parse error that uvicorn catches and drops, for its status hint and text."""
+class _CoalescingTransport:
+    """A connection's transport whose writes in one turn of the event loop go out together:
+    uvicorn writes a response's head and its body apart, and each write is a send of its own
+    (the first, waking the client, costs the most)."""
 
-    last_error: h11.RemoteProtocolError | None = None
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
 
-    def next_event(self) -> Any:
-        try:
-            return super().next_event()
-        except h11.RemoteProtocolError as exc:
-            self.last_error = exc
-            raise
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def _flush(self) -> None:
+        if self._pending and not self._transport.is_closing():
+            self._transport.write(b"".join(self._pending))
+        self._pending.clear()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
-class ProblemH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, but a request it cannot parse (a bad request line or header,
-    headers over `h11_max_incomplete_event_size`, an unsupported transfer coding) is answered
-    with problem JSON and the status h11 suggests (400, 431, 501), then the connection is
-    closed as uvicorn closes it."""
+class ProblemHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, but a request it cannot parse (a bad request line or
+    header, an invalid `Transfer-Encoding`) is answered with problem JSON (400, 501), and a
+    request line and headers over `max_head_bytes` with a 431 (httptools sets no bound of its
+    own); each then closes the connection as uvicorn does."""
+
+    max_head_bytes = DEFAULT_MAX_HEAD
 
     def __init__(
         self,
@@ -82,29 +92,67 @@ class ProblemH11Protocol(H11Protocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self._max_head = config.h11_max_incomplete_event_size or H11_DEFAULT_MAX_HEAD
-        self.conn = _RecordingConnection(h11.SERVER, self._max_head)
+        self._head_open = False
+        """Between a message's first byte and the end of its headers."""
+        self._head_bytes = 0
+        self._completed_in_feed = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        coalescing = cast(asyncio.Transport, _CoalescingTransport(transport, self.loop))
+        super().connection_made(coalescing)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_open, self._head_bytes = True, 0
+
+    def on_headers_complete(self) -> None:
+        self._head_open = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._completed_in_feed = True
+        super().on_message_complete()
+
+    def data_received(self, data: bytes) -> None:
+        self._completed_in_feed = False
+        super().data_received(data)
+        # A head still open after a feed in which no message ended began with this feed or
+        # before it: all of the feed is head. (Where a pipelined message ended in the same
+        # feed, its share is unknown and the feed is not counted: never a false 431, and at
+        # most one read over the bound.)
+        if self.transport.is_closing() or not self._head_open or self._completed_in_feed:
+            return
+        self._head_bytes += len(data)
+        if self._head_bytes > self.max_head_bytes:
+            detail = f"the request line and headers are larger than {self.max_head_bytes} bytes"
+            self._send_problem(431, "headers_too_large", detail)
 
     def send_400_response(self, msg: str) -> None:
-        assert isinstance(self.conn, _RecordingConnection)
-        error = self.conn.last_error
-        status = error.error_status_hint if error is not None else 400
-        code = _PARSE_ERRORS.get(status, "invalid_http")
-        if status == 431:
-            detail = f"the request line and headers are larger than {self._max_head} bytes"
+        # uvicorn calls this from the `except` that caught the parser's error: the error, with
+        # what was wrong, is the exception being handled.
+        error = sys.exc_info()[1]
+        reason = str(error or msg)[:_MAX_REASON]
+        if isinstance(error, httptools.HttpParserError) and "Transfer-Encoding" in reason:
+            self._send_problem(501, "not_implemented", f"unsupported transfer coding: {reason}")
         else:
-            reason = str(error or msg)  # h11 quotes the client's bytes: keep it short
-            detail = f"the request is not valid HTTP/1.1: {reason[:_MAX_REASON]}"
+            detail = f"the request is not valid HTTP/1.1: {reason}"
+            self._send_problem(400, "invalid_http", detail)
+
+    def _send_problem(self, status: int, code: str, detail: str) -> None:
         body = json.dumps(problem_body(status, code, detail), separators=(",", ":")).encode()
-        headers = [
-            (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
+        head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode()]
+        head += [name + b": " + value for name, value in self.server_state.default_headers]
+        head += [
+            b"content-type: " + PROBLEM_MEDIA_TYPE.encode(),
+            b"content-length: " + str(len(body)).encode(),
+            b"connection: close",
         ]
-        for event in (
-            h11.Response(status_code=status, headers=headers, reason=HTTPStatus(status).phrase),
-            h11.Data(data=body),
-            h11.EndOfMessage(),
-        ):
-            self.transport.write(self.conn.send(event) or b"")
+        self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
         self.transport.close()
+
+
+def problem_http_protocol(max_head_bytes: int) -> type[ProblemHttpToolsProtocol]:
+    """The protocol class for uvicorn's `http` setting, bounding heads at `max_head_bytes`."""
+    return type(
+        "ProblemHttpToolsProtocol", (ProblemHttpToolsProtocol,), {"max_head_bytes": max_head_bytes}
+    )
