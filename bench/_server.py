@@ -34,10 +34,19 @@ class BenchServer:
     log_path: Path
     startup_s: float
     """From starting the process to its first answer on /healthz."""
+    startup_cpu_s: float = 0.0
+    """The CPU time the process had used by then: what start-up costs, whatever the load."""
 
     def rss_kib(self) -> int:
         """Resident memory of the server process (VmRSS), in KiB."""
         return read_rss_kib(self.pid)
+
+
+def read_cpu_s(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (/proc/PID/stat), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of the whole line
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
 def read_rss_kib(pid: int) -> int:
@@ -94,13 +103,14 @@ def running_server(
                 with contextlib.suppress(httpx.HTTPError):
                     if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
                         startup_s = time.perf_counter() - started
+                        startup_cpu_s = read_cpu_s(process.pid)
                         break
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(
                         f"server did not start:\n{log_path.read_text(errors='replace')[-4000:]}"
                     )
                 time.sleep(0.02)
-            yield BenchServer(url, process.pid, data_dir, log_path, startup_s)
+            yield BenchServer(url, process.pid, data_dir, log_path, startup_s, startup_cpu_s)
         finally:
             process.terminate()
             try:

@@ -10,7 +10,8 @@ trained model on every lane, in images/second. Without CUDA it prints "no CUDA: 
 CUDA lane it also exports the trained model to a TensorRT engine (FP16, static, built on that
 lane) through the export runner and compares inference jobs with `format: "engine"` against the
 `.pt` with `half` (with `--cpu`, ONNX at FP32 in its place). The engine comparison has never run
-on a GPU: only its `--cpu` form has run. It needs `pip install 'yolo-orch[tensorrt]'` there.
+on a GPU: only its `--cpu` form has run. It needs `pip install 'yolo-orch[tensorrt]'` there;
+without tensorrt its rows say "skipped", like the TensorRT test.
 
 `--wheels FOLDER` first installs every wheel under FOLDER (made by `bench/gpu_wheels.sh`) offline
 into FOLDER/site (`pip install --no-index --no-deps --target`), then runs with it on the path:
@@ -22,6 +23,7 @@ python -m bench.gpu_check [--wheels FOLDER] [--cpu] [--epochs 1] [--images 256] 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -67,6 +69,8 @@ def main() -> int:
     print("train A: images/s, the whole job (set-up, validation); B: training batches only")
     print("predict A: images/s, the first job (model load, warm-up); B: a second job, warm")
     print("pt/engine fp16 (CUDA), pt/onnx fp32 (--cpu): the same, the variant exported first")
+    if any(what == "engine" for what, *_ in rows):
+        print("engine skipped: no tensorrt on this host (the kit leaves it out)")
     print(f"all in {time.perf_counter() - started:.0f} s")
     return 1 if failed else 0
 
@@ -153,6 +157,9 @@ def benchmark(args: argparse.Namespace) -> list[Row]:
         sources = make_images(base / "predict", args.predict)
         for lane in lanes:
             rows.append(("predict", lane, *_speeds(*predict(base, trained, lane, sources, imgsz))))
+            if lane.startswith("cuda:") and importlib.util.find_spec("tensorrt") is None:
+                rows.append(("engine", lane, "skipped", "tensorrt"))  # as its test does
+                continue
             if lane.startswith("cuda:"):
                 compared = exported_vs_pt(base, trained, lane, sources, imgsz, "engine", True)
             else:  # the same path as a smoke test, with a format the CPU runs

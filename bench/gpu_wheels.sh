@@ -6,20 +6,34 @@
 #
 #   bench/gpu_wheels.sh [FOLDER]        (default: gpu-wheels)
 #
+# GPU_WHEELS_PYTHON=3.11 fetches the same set for another Python (default 3.12).
+#
 # Explicit pins (the versions this project is tested with), --no-deps: nothing is resolved on the
 # way, so the list is the whole set. Left out on purpose:
 # - torch, torchvision, nvidia-*, triton and torch's own dependencies (sympy, jinja2, ...): the
 #   host has them, and their CUDA build must match its driver;
 # - numpy and pillow come with torchvision;
 # - onnx, onnxslim, onnxruntime, openvino, pycocotools: export and validation formats the gpu tests
-#   do not use (openvino alone is far over the budget). The TensorRT test skips without tensorrt;
-#   a host that has it also needs onnx and onnxslim (GPU_WHEELS_EXTRA="onnx==1.23.2 onnxslim==0.1.98").
+#   do not use (openvino alone is far over the budget). The TensorRT test and the engine rows of
+#   the benchmark skip without tensorrt; a host that has it also needs onnx and onnxslim
+#   (GPU_WHEELS_EXTRA="onnx==1.23.2 onnxslim==0.1.98");
+# - fonttools and contourpy: matplotlib imports them only for pyplot (fonttools) and contour
+#   plots; the checks' paths import only `matplotlib.font_manager` (ultralytics' font check when a
+#   training job reads its dataset), and no plots (the runners train with plots=False).
 # opencv-python-headless stands in for opencv-python (the same cv2, without libGL, which bare CUDA
-# images lack). The total is printed (138 MiB when this was written).
+# images lack).
+#
+# It cannot be brought under 64 MiB without leaving out what the checks import: cv2 (54 MiB, at
+# `import ultralytics`) and polars with its runtime (52 MiB: ultralytics 8.4 imports it, outside
+# any try, when a training job writes a checkpoint) are each most of that on their own, and the
+# smallest releases ultralytics accepts are still 47.6 and 27.5 MiB. The total is printed (133 MiB
+# when this was written).
 set -euo pipefail
 
 folder="${1:-gpu-wheels}"
 python="${PYTHON:-python3}"
+target_python="${GPU_WHEELS_PYTHON:-3.12}"
+abi="cp${target_python/./}"
 
 wheels=(
     # the server
@@ -35,9 +49,8 @@ wheels=(
     opentelemetry-api==1.45.2
     # ultralytics and what it imports
     ultralytics==8.4.190 ultralytics-thop==2.2.3 opencv-python-headless==5.0.0.93
-    matplotlib==3.11.2 contourpy==1.3.3 cycler==0.12.1 fonttools==4.68.0 kiwisolver==1.5.1
-    pyparsing==3.3.3 python-dateutil==4.0.0 packaging==26.4 polars==2.1.0
-    polars-runtime-32==2.1.0 psutil==7.2.2 requests==2.34.2 urllib3==2.8.0
+    matplotlib==3.11.2 cycler==0.12.1 kiwisolver==1.5.1 pyparsing==3.3.3 python-dateutil==4.0.0
+    packaging==26.4 polars==2.1.0 polars-runtime-32==2.1.0 psutil==7.2.2 requests==2.34.2 urllib3==2.8.0
     charset-normalizer==3.5.3 nvidia-ml-py==13.615.71
     # the tests
     pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pytest-asyncio==1.5.0
@@ -50,7 +63,7 @@ rm -rf "$folder"/part*  # a rerun repacks from scratch
 "$python" -m pip download --quiet --dest "$folder" --no-deps --only-binary=:all: \
     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux_2_34_x86_64 \
-    --python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none \
+    --python-version "$target_python" --implementation cp --abi "$abi" --abi abi3 --abi none \
     "${wheels[@]}"
 "$python" -m pip wheel --quiet --no-deps --wheel-dir "$folder" .
 

@@ -13,6 +13,7 @@ from sqlalchemy.pool import NullPool
 
 from yolo_orch.domain import JobFilter, JobKind, JobState
 from yolo_orch.store.migrate import (
+    SCHEMA_REVISION,
     alembic_config,
     current_revision,
     head_revision,
@@ -35,7 +36,7 @@ def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
             assert compare_metadata(MigrationContext.configure(conn), JobRow.metadata) == []
     finally:
         engine.dispose()
-    assert current_revision(url) == head_revision() == "0005"
+    assert current_revision(url) == head_revision() == SCHEMA_REVISION
 
 
 def test_0002_down_and_up_keeps_jobs_and_never_reuses_a_seq(tmp_path: Path) -> None:

@@ -83,14 +83,14 @@ async def test_finished_jobs_beyond_max_finished_jobs_expire_in_the_background(
     async with serve(create_app(settings)) as client:
         jobs = [await _finished(client) for _ in range(5)]
 
-        async with asyncio.timeout(10):
-            while await _job_ids(client) != set(jobs[-2:]):
+        counted = 'yolo_orch_removed_jobs_total{reason="expired"} 3.0'
+        async with asyncio.timeout(10):  # records go first, then folders, then the count
+            while counted not in (await client.get("/metrics")).text:
                 await asyncio.sleep(0.05)
 
+        assert await _job_ids(client) == set(jobs[-2:])
         for job_id in jobs[:3]:
             assert not (settings.jobs_dir / job_id).exists()
-        metrics = (await client.get("/metrics")).text
-        assert 'yolo_orch_removed_jobs_total{reason="expired"} 3.0' in metrics
 
 
 def _file(path: Path, size: int, *, aged: bool = True) -> Path:
@@ -143,3 +143,68 @@ async def test_a_known_jobs_folder_is_not_an_orphan(
         _aged(settings.jobs_dir / job_id)
         await asyncio.sleep(0.3)  # several sweeps
         assert (settings.jobs_dir / job_id / "result.json").is_file()
+
+
+async def test_an_upload_still_in_flight_past_the_grace_is_not_an_orphan(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    """The request's images are in the job's folder, which is older than `orphan_grace_s`, and
+    its job is not committed yet: sweeps leave the folder, and the job then runs on its files."""
+    settings = settings_factory(orphan_grace_s=3600)
+    app = create_app(settings)
+    async with serve(app) as client:
+        services = app.state.services
+        store, create = services.store, services.store.create
+        held, go = asyncio.Event(), asyncio.Event()
+
+        async def slow_create(*args: object, **kwargs: object) -> object:
+            held.set()
+            await go.wait()
+            return await create(*args, **kwargs)
+
+        store.create = slow_create
+        upload = asyncio.create_task(
+            client.post(
+                "/v1/jobs/inference",
+                data={"model": "sim", "params": '{"sim_seconds": 0.01}'},
+                files=[("images", ("a.jpg", b"x" * 100, "image/jpeg"))],
+            )
+        )
+        await held.wait()
+        (folder,) = settings.jobs_dir.iterdir()
+        _aged(folder)
+        assert await services.retention.sweep() == (0, 0)
+        assert (folder / "inputs" / "00000.jpg").is_file()
+
+        go.set()
+        response = await upload
+        assert response.status_code == 202
+        assert response.json()["id"] == folder.name
+        assert (await wait_terminal(client, folder.name))["state"] == "succeeded"
+        assert services.files.filling() == frozenset()
+        store.create = create
+
+        _file(settings.jobs_dir / "crashed" / "inputs" / "00000.jpg", 10)
+        _aged(settings.jobs_dir / "crashed")
+        assert await services.retention.sweep() == (1, 10)  # only the true orphan
+        assert (folder / "inputs" / "00000.jpg").is_file()
+
+
+async def test_a_refused_upload_lets_go_of_its_folder(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    settings = settings_factory()
+    app = create_app(settings)
+    async with serve(app) as client:
+        image = ("images", ("a.jpg", b"x", "image/jpeg"))
+        unknown = await client.post("/v1/jobs/inference", data={"model": "yolo11n"}, files=[image])
+        assert_problem(unknown, 404, "model_not_found")
+        draining = app.state.services.jobs
+        draining.draining = True
+        refused = await client.post("/v1/jobs/inference", data={"model": "sim"}, files=[image])
+        assert refused.status_code == 503
+        draining.draining = False
+
+        assert app.state.services.files.filling() == frozenset()
+        known = await _job_ids(client)
+        assert {folder.name for folder in settings.jobs_dir.iterdir()} <= known

@@ -290,13 +290,13 @@ async def _open_stores(
         return InMemoryJobStore(memory), InMemoryModelStore(memory), lambda: True
     url = settings.sqlite_url
     before = await anyio.to_thread.run_sync(migrate.current_revision, url)
-    await anyio.to_thread.run_sync(migrate.upgrade_to_head, url)
-    if before != migrate.head_revision():
-        log.info("database schema migrated from %s to %s", before, migrate.head_revision())
+    if before != migrate.SCHEMA_REVISION:  # else alembic has nothing to do: skip importing it
+        await anyio.to_thread.run_sync(migrate.upgrade_to_head, url)
+        log.info("database schema migrated from %s to %s", before, migrate.SCHEMA_REVISION)
     db = SQLiteDatabase(url)
     await db.open()
     stack.push_async_callback(db.close)
-    head = migrate.head_revision()
+    head = migrate.SCHEMA_REVISION
     return SQLiteJobStore(db), SQLiteModelStore(db), lambda: migrate.current_revision(url) == head
 
 

@@ -229,9 +229,10 @@ class Settings(BaseSettings):
     )
     orphan_grace_s: float = Field(
         default=3600.0,
-        ge=60,  # under a minute, an atomic write or an upload in progress could be swept
+        ge=60,  # under a minute, an atomic write or a registry upload in progress could be swept
         description="Age an upload folder without a job, or a temporary file, must reach before "
-        "the sweep removes it (younger ones may be an upload in progress).",
+        "the sweep removes it (younger ones may be a write in progress; a job's upload request "
+        "in flight holds its folder however old).",
     )
     min_free_bytes: int = Field(
         default=1 << 30,

@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,10 @@ class JobFiles:
     ) -> None:
         self.root = root
         self.max_result_bytes = max_result_bytes
+        self._filling: set[str] = set()
+        """Job ids whose folder an upload request is filling and whose job is not committed
+        yet: the orphan sweep leaves them be however long the request takes."""
+        self._filling_lock = threading.Lock()
 
     def workdir(self, job_id: str) -> Path:
         return self.root / job_id
@@ -48,6 +53,8 @@ class JobFiles:
         before it returns (each file and the folder are fsynced), since the job that names them
         is committed before the client's 202. Returns the job's `files` entries and the SHA-256
         of each upload (for idempotency fingerprints)."""
+        with self._filling_lock:
+            self._filling.add(job_id)  # before the folder exists: the sweep never sees it free
         folder = self.inputs_dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
         files, digests = [], []
@@ -67,7 +74,21 @@ class JobFiles:
 
     def remove(self, job_id: str) -> int:
         """Remove the job's folder; the bytes its files held. Blocking."""
-        return remove_counting(self.workdir(job_id))
+        freed = remove_counting(self.workdir(job_id))
+        self.settled(job_id)
+        return freed
+
+    def settled(self, job_id: str) -> None:
+        """The upload that filled the job's folder is over: its job is committed (the store
+        knows the folder now) or its folder removed."""
+        with self._filling_lock:
+            self._filling.discard(job_id)
+
+    def filling(self) -> frozenset[str]:
+        """The job ids whose folder an upload request still holds (`save_inputs` until
+        `settled`)."""
+        with self._filling_lock:
+            return frozenset(self._filling)
 
     def artifacts(self, job_id: str) -> list[tuple[str, int]]:
         """Names and sizes of the files a job produced, for clients to fetch."""

@@ -108,7 +108,8 @@ class Retention:
 
     async def sweep(self) -> tuple[int, int]:
         """Remove orphaned job folders and stale temporary files older than the grace period;
-        (entries, bytes)."""
+        (entries, bytes). A folder an upload request is still filling is never an orphan, however
+        old: its job is committed when the request gets that far."""
         cutoff = time.time() - self._rules.grace_s
         folders = await anyio.to_thread.run_sync(
             _old_job_folders, self._files.root, cutoff, limiter=self._limiter
@@ -116,7 +117,10 @@ class Retention:
         orphans: list[str] = []
         for start in range(0, len(folders), SWEEP_BATCH):
             batch = folders[start : start + SWEEP_BATCH]
-            orphans.extend(sorted(await self._store.unknown(batch)))
+            # Read before the store: an upload that commits its job after this was held in it,
+            # and one that committed before is known to the store's answer.
+            filling = self._files.filling()
+            orphans.extend(sorted(set(await self._store.unknown(batch)) - filling))
         freed = await self._remove_folders(orphans)
         self._count("orphaned", 0, freed)
         stale = await anyio.to_thread.run_sync(

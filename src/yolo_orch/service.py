@@ -129,6 +129,7 @@ class JobService:
             job, created = await self._store.create(new, max_queued=self._max_queued, now=utcnow())
         except QueueFull:
             raise QueueFull(self._max_queued, await self._retry_after_s()) from None
+        self._files.settled(new.id)  # its uploads, if any, belong to a stored job now
         if created:
             queued = before_start(job.id)
             log.info("job %s queued (%s, model %s)", job.id, job.kind, job.model, extra=queued)

@@ -1,18 +1,29 @@
-"""Alembic, driven from code: no alembic.ini, and the same scripts from a wheel or a checkout."""
+"""Alembic, driven from code: no alembic.ini, and the same scripts from a wheel or a checkout.
+
+Alembic is imported only where it runs: importing it costs a quarter of a second (its dialects,
+mako, pygments), so a start-up on a database already at `SCHEMA_REVISION` does without it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from yolo_orch.store.sqlite_db import sync_url
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+SCHEMA_REVISION = "0005"
+"""The revision the table classes (`store/tables.py`) describe: the head of `migrations/`
+(`tests/test_migrations.py` holds the two equal, so a new migration bumps it)."""
+
+_VERSION_TABLE = "alembic_version"
+"""Where alembic keeps a database's revision (its default `version_table`)."""
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 _PACKAGED_SCRIPTS = _PACKAGE / "_migrations"
@@ -31,6 +42,8 @@ def _script_location() -> Path:
 
 
 def _scripts_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(_script_location()))
     return config
@@ -50,6 +63,8 @@ def _database_file(database_url: str) -> Path | None:
 
 def upgrade_to_head(database_url: str) -> None:
     """Blocking; run it in a thread from async code."""
+    from alembic import command
+
     database = _database_file(database_url)
     if database is not None:
         database.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +74,8 @@ def upgrade_to_head(database_url: str) -> None:
 def current_revision(database_url: str) -> str | None:
     """The revision the database is at; `None` for a database never migrated.
 
-    A missing database file is left missing: asking must not create it.
+    A missing database file is left missing: asking must not create it. Read from alembic's
+    version table directly (one row on this linear history), without importing alembic.
     """
     database = _database_file(database_url)
     if database is not None and not database.exists():
@@ -67,12 +83,20 @@ def current_revision(database_url: str) -> str | None:
     engine = create_engine(sync_url(database_url), poolclass=NullPool)
     try:
         with engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+            if not inspect(conn).has_table(_VERSION_TABLE):
+                return None
+            revision: str | None = conn.execute(
+                text(f"SELECT version_num FROM {_VERSION_TABLE}")
+            ).scalar_one_or_none()
+            return revision
     finally:
         engine.dispose()
 
 
 def head_revision() -> str:
+    """The newest revision of the migration scripts, as alembic reads them."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_scripts_config()).get_current_head()
     if head is None:
         raise RuntimeError("the migration scripts define no revision")
