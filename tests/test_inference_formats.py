@@ -134,3 +134,24 @@ async def test_a_tampered_openvino_file_fails_the_job_and_the_next_auto_job_runs
         },
     )
     assert_problem(named, 422, "format_not_available")
+
+
+async def test_auto_prefers_a_dynamic_openvino_variant_which_runs_any_imgsz_like_the_pt(
+    host: Host,
+) -> None:
+    await host.import_tiny()
+    static = (await host.export(format="openvino"))["result"]["variant_id"]
+    dynamic_job = await host.export(format="openvino", dynamic=True)
+    dynamic = dynamic_job["result"]["variant_id"]
+    by_id = {v["id"]: v for v in await host.variants()}
+    assert by_id[dynamic]["lineage"]["dynamic"] is True
+
+    auto = await infer(host)
+    larger = await infer(host, imgsz=2 * IMGSZ)  # no static variant of this size
+    pt, pt_larger = await infer(host, format="pt"), await infer(host, format="pt", imgsz=2 * IMGSZ)
+
+    assert static != dynamic
+    assert (auto["result"]["format"], auto["result"]["variant_id"]) == ("openvino", dynamic)
+    assert larger["result"]["variant_id"] == dynamic
+    assert_close(await detections(host, auto), await detections(host, pt))
+    assert_close(await detections(host, larger), await detections(host, pt_larger))

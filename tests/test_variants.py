@@ -111,6 +111,28 @@ def test_unusable_and_int8_variants_are_never_picked_and_the_newest_wins() -> No
     assert choose_variant([int8, retired, older], CPU, imgsz=320, half=False) == older
 
 
+def test_within_a_format_dynamic_runs_before_static_and_small_batches_before_large() -> None:
+    static = variant(ExportFormat.OPENVINO, "static")
+    batch8 = variant(ExportFormat.OPENVINO, "batch8", batch=8)
+    dynamic = variant(ExportFormat.OPENVINO, "dynamic", dynamic=True, imgsz=640, batch=8)
+    dynamic_onnx = variant(ExportFormat.ONNX, "dynamic-onnx", dynamic=True)
+
+    for registered in ([static, batch8, dynamic], [batch8, dynamic, static]):
+        assert choose_variant(registered, CPU, imgsz=320, half=False) == dynamic
+        assert (
+            named_variant(registered, ExportFormat.OPENVINO, CPU, imgsz=320, half=False) == dynamic
+        )
+    assert choose_variant([batch8, static], CPU, imgsz=320, half=False) == static
+    assert choose_variant([batch8], CPU, imgsz=320, half=False) == batch8
+    # the format order comes first: a static OpenVINO variant before a dynamic ONNX one
+    assert choose_variant([dynamic_onnx, static], CPU, imgsz=320, half=False) == static
+    int8_dynamic = variant(ExportFormat.OPENVINO, "int8", int8=True, dynamic=True)
+    assert (
+        named_variant([int8_dynamic, batch8], ExportFormat.OPENVINO, CPU, imgsz=320, half=False)
+        == batch8
+    )
+
+
 def test_a_named_format_runs_its_newest_fitting_variant_full_precision_first() -> None:
     int8 = variant(ExportFormat.OPENVINO, "int8", int8=True)
     newest, older = variant(ExportFormat.OPENVINO, "new"), variant(ExportFormat.OPENVINO, "old")

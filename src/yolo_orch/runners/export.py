@@ -37,6 +37,8 @@ __all__ = ["ExportedFiles", "ExportsAfterTraining", "YoloExportRunner"]
 
 STAGES = ("load", "export", "fingerprint", "register")
 EXPORT_DIR = "export"
+_EXPORTER_NAMES = {(ExportFormat.OPENVINO, True): "model_int8_openvino_model"}
+"""Where ultralytics' exporter names its output otherwise than `ENTRY_NAMES` (format, int8)."""
 
 
 @dataclass(frozen=True)
@@ -134,9 +136,14 @@ class YoloExportRunner:
         if params.int8:
             args["data"] = str(self._calibration_yaml(ctx))
         produced = Path(_exporting(model, args))
+        written = folder / _EXPORTER_NAMES.get(
+            (params.format, params.int8), ENTRY_NAMES[params.format]
+        )
+        if produced.resolve() != written.resolve() or not produced.exists():
+            raise RuntimeError(f"the exporter wrote {produced}, not {written}")
         expected = folder / ENTRY_NAMES[params.format]
-        if produced.resolve() != expected.resolve() or not produced.exists():
-            raise RuntimeError(f"the exporter wrote {produced}, not {expected}")
+        if written != expected:
+            written.rename(expected)
         return expected
 
     def _calibration_yaml(self, ctx: RunContext) -> Path:

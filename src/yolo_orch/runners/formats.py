@@ -9,9 +9,12 @@ the CPU formats' (onnx, onnxslim, onnxruntime, openvino), `tensorrt` the engine'
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
+import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from yolo_orch.errors import ExportDependencyMissing, ModelTampered, VariantTampered
@@ -27,10 +30,13 @@ __all__ = [
     "export_packages",
     "installed_version",
     "lane_runtime",
+    "limit_openvino_threads",
     "load_variant",
     "require_packages",
     "runnable_formats",
 ]
+
+log = logging.getLogger(__name__)
 
 RUNTIME_PACKAGES: dict[ExportFormat, tuple[str, ...]] = {
     ExportFormat.ONNX: ("onnxruntime",),
@@ -114,3 +120,30 @@ def load_variant(resolved: ResolvedVariant, task: str) -> YOLO:
     from ultralytics.models import YOLO
 
     return YOLO(str(resolved.entry), task=task)
+
+
+def limit_openvino_threads(model: YOLO, folder: Path, threads: int) -> None:
+    """Compile a loaded OpenVINO model (its predictor set up) again, to run on `threads` CPU
+    threads, as torch does on the lane (`inference.default_cpu_threads`).
+
+    ultralytics compiles it with OpenVINO's LATENCY hint, which takes every core: on 2 shared
+    cores that left the event loop without one, and batch-1 calls ran slower than on one thread
+    (raw OpenVINO, imgsz 320: 95 img/s on 2 threads, 145 on 1). Later per-shape recompiles
+    (ultralytics does them for INT8 dynamic models on AMX CPUs) keep the limit. If ultralytics'
+    backend no longer has the attributes this relies on, the model runs as ultralytics set it.
+    """
+    predictor = model.predictor
+    backend = getattr(getattr(predictor, "model", None), "backend", None)
+    compile_model = getattr(backend, "compile_model", None)
+    config = getattr(compile_model, "keywords", {}).get("config")
+    if backend is None or not (
+        isinstance(compile_model, functools.partial) and isinstance(config, dict)
+    ):
+        log.warning("cannot limit OpenVINO's threads: ultralytics' OpenVINO backend changed")
+        return
+    import openvino
+
+    limited = functools.partial(compile_model, config={**config, "INFERENCE_NUM_THREADS": threads})
+    xml = next(folder.glob("*.xml"))
+    backend.compile_model = limited
+    backend.ov_compiled_model = limited(openvino.Core().read_model(xml))

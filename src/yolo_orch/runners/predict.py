@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import closing
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from yolo_orch.params.inference import InferenceParams
-from yolo_orch.runners.formats import load_variant
+from yolo_orch.runners.formats import limit_openvino_threads, load_variant
 from yolo_orch.variant_registry import ResolvedVariant
+from yolo_orch.variants import ExportFormat
 from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
 
 if TYPE_CHECKING:
@@ -61,20 +63,40 @@ def load_exported(
 ) -> YOLO:
     """A model instance of an exported variant, every file checked against its manifest
     (`VariantTampered` otherwise), warmed up on `device`."""
+    import torch
+
     started = time.perf_counter()
     model = load_variant(resolved, task)
     name = f"{resolved.variant.format} variant {resolved.variant.id}"
-    _warm_up(model, name, device, params, started)
+    # OpenVINO gets the CPU threads the runner gave torch in this worker thread (the lane's).
+    threads = torch.get_num_threads()
+    tune = (
+        partial(limit_openvino_threads, folder=resolved.entry, threads=threads)
+        if resolved.variant.format is ExportFormat.OPENVINO
+        else None
+    )
+    _warm_up(model, name, device, params, started, tune)
     return model
 
 
-def _warm_up(model: YOLO, name: str, device: str, params: InferenceParams, started: float) -> None:
+def _warm_up(
+    model: YOLO,
+    name: str,
+    device: str,
+    params: InferenceParams,
+    started: float,
+    tune: Callable[[YOLO], None] | None = None,
+) -> None:
+    """The first predict sets up the predictor; `tune` then adjusts its backend, and one more
+    predict warms up what it changed."""
     import numpy as np
 
     loaded = time.perf_counter()
     blank: NDArray[np.uint8] = np.zeros((params.imgsz, params.imgsz, 3), dtype=np.uint8)
-    with closing(_stream(model, blank, device, params)) as results:
-        next(results)
+    _predict_one(model, blank, device, params)
+    if tune is not None:
+        tune(model)
+        _predict_one(model, blank, device, params)
     log.info(
         "loaded %s on %s in %.0f ms, warmed up in %.0f ms",
         name,
@@ -82,6 +104,13 @@ def _warm_up(model: YOLO, name: str, device: str, params: InferenceParams, start
         (loaded - started) * 1000,
         (time.perf_counter() - loaded) * 1000,
     )
+
+
+def _predict_one(
+    model: YOLO, image: NDArray[np.uint8], device: str, params: InferenceParams
+) -> None:
+    with closing(_stream(model, image, device, params)) as results:
+        next(results)
 
 
 def predict_args(device: str, params: InferenceParams) -> dict[str, Any]:
