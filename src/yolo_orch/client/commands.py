@@ -42,6 +42,14 @@ AsJson = Annotated[
     bool, typer.Option("--json", help="Print the server's JSON answer (for scripts).")
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the job id.")]
+Priority = Annotated[int, typer.Option(min=-100, max=100, help="Higher starts first.")]
+IdempotencyKey = Annotated[
+    str | None,
+    typer.Option(help="Retries with the same key return the same job.", show_default=False),
+]
+WaitForEnd = Annotated[
+    bool, typer.Option("--wait", "-w", help="Wait for the job to end, as `wait` does.")
+]
 JobId = Annotated[str, typer.Argument(metavar="JOB", help="The job's id.", show_default=False)]
 
 
@@ -140,14 +148,9 @@ def submit(
             show_default=False,
         ),
     ] = None,
-    priority: Annotated[int, typer.Option(min=-100, max=100, help="Higher starts first.")] = 0,
-    idempotency_key: Annotated[
-        str | None,
-        typer.Option(help="Retries with the same key return the same job.", show_default=False),
-    ] = None,
-    wait_: Annotated[
-        bool, typer.Option("--wait", "-w", help="Wait for the job to end, as `wait` does.")
-    ] = False,
+    priority: Priority = 0,
+    idempotency_key: IdempotencyKey = None,
+    wait_: WaitForEnd = False,
     quiet: Quiet = False,
     as_json: AsJson = False,
     url: Url = DEFAULT_URL,

@@ -40,14 +40,9 @@ def validate(
             show_default=False,
         ),
     ] = None,
-    priority: Annotated[int, typer.Option(min=-100, max=100, help="Higher starts first.")] = 0,
-    idempotency_key: Annotated[
-        str | None,
-        typer.Option(help="Retries with the same key return the same job.", show_default=False),
-    ] = None,
-    wait_: Annotated[
-        bool, typer.Option("--wait", "-w", help="Wait for the job to end, as `wait` does.")
-    ] = False,
+    priority: commands.Priority = 0,
+    idempotency_key: commands.IdempotencyKey = None,
+    wait_: commands.WaitForEnd = False,
     quiet: commands.Quiet = False,
     as_json: commands.AsJson = False,
     url: commands.Url = DEFAULT_URL,
