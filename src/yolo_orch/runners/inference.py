@@ -34,7 +34,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -201,8 +200,9 @@ class YoloInferenceRunner:
                         jobs.append(exc)
                         continue
                     if has_videos(sources):  # alone: `batch_key` never batches a video job
-                        media = self._run_media(ctx, model, device, job_params, encoding, sources)
-                        jobs.append(media if isinstance(media, Exception) else media.ran(ran))
+                        jobs.append(
+                            self._run_media(ctx, model, device, job_params, encoding, sources, ran)
+                        )
                         continue
                     ctx.report_progress(Progress(0, len(sources), "images"))
                     jobs.append(_JobImages(ctx, job_params, encoding, sources))
@@ -223,7 +223,8 @@ class YoloInferenceRunner:
         params: InferenceParams,
         encoding: Encoding,
         sources: list[InputFile],
-    ) -> _MediaResult | Exception:
+        ran: JsonObject,
+    ) -> BatchOutcome:
         """A job with videos: its images through the same passes as a batch's, then each video
         frame by frame (`run_media`); an OOM is the whole pass's, as in `run_batch`."""
         import torch
@@ -237,23 +238,22 @@ class YoloInferenceRunner:
             return outcome
 
         try:
-            return _MediaResult(
-                run_media(
-                    ctx,
-                    model,
-                    device,
-                    params,
-                    encoding,
-                    sources,
-                    run_images=run_images,
-                    roots=[*self._data_roots, ctx.workdir / INPUTS_DIR],
-                    max_pixels=self._max_image_pixels,
-                )
+            result = run_media(
+                ctx,
+                model,
+                device,
+                params,
+                encoding,
+                sources,
+                run_images=run_images,
+                roots=[*self._data_roots, ctx.workdir / INPUTS_DIR],
+                max_pixels=self._max_image_pixels,
             )
         except torch.cuda.OutOfMemoryError:
             raise
         except Exception as exc:  # this job's own: its batch companions go on
             return exc
+        return JobResult(summary={**result.summary, **ran}, detail=result.detail)
 
     def _variant_for(
         self, model_ref: str, device: str, params: InferenceParams
@@ -339,15 +339,6 @@ def _read_job(ctx: RunContext) -> _JobInputs | Exception:
         return InferenceParams.from_job(ctx.job.params), read_inputs(ctx.job.spec)
     except Exception as exc:
         return exc
-
-
-@dataclass(frozen=True)
-class _MediaResult:
-    result: JobResult
-
-    def ran(self, ran: JsonObject) -> JobResult:
-        """The result, saying which format and variant ran."""
-        return JobResult(summary={**self.result.summary, **ran}, detail=self.result.detail)
 
 
 class _JobImages:
