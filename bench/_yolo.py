@@ -75,18 +75,20 @@ def inference_job(inputs: list[str], imgsz: int) -> dict[str, Any]:
     return {"kind": "inference", "model": MODEL, "inputs": inputs, "params": {"imgsz": imgsz}}
 
 
-def wait_job(
-    client: httpx.Client, job_id: str, timeout_s: float = 600, interval_s: float = 0.005
-) -> dict[str, Any]:
-    """Poll until the job is terminal; return it."""
+def wait_job(client: httpx.Client, job_id: str, timeout_s: float = 600) -> dict[str, Any]:
+    """Wait until the job is terminal and return it: long polls (`Prefer: wait`), so the wait
+    costs the server one request per minute, not a poll loop competing with the job for the CPU
+    and the GIL."""
     deadline = time.monotonic() + timeout_s
+    longest = min(60.0, (client.timeout.read or 60.0) - 2)  # answered before the client gives up
     while True:
-        job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+        wait = max(1, int(min(longest, deadline - time.monotonic())))
+        response = client.get(f"/v1/jobs/{job_id}", headers={"Prefer": f"wait={wait}"})
+        job: dict[str, Any] = response.json()
         if job["state"] in ("succeeded", "failed", "cancelled"):
             return job
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s}s")
-        time.sleep(interval_s)
 
 
 def training_probe(client: httpx.Client, **params: object) -> httpx.Response:

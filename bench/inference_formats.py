@@ -9,7 +9,7 @@ instance warm) imports the checkpoint and exports it to ONNX and OpenVINO at eac
 batch 1, FP32) with export jobs. Server: jobs with `params.format` "pt", "onnx", "openvino" and
 "auto" over 1 and 32 images; then a dynamic OpenVINO variant is exported too, and "auto" and
 "openvino" (which now pick it) are timed again; it is deleted before the next imgsz. Timed:
-from POST /v1/jobs to the poll (every 5 ms) that sees the job succeeded (e2e), and the job's
+from POST /v1/jobs to the long poll (`Prefer: wait`) that returns it succeeded (e2e), and the job's
 own `finished_at - started_at` (run).
 Direct: the same files (the `.pt`, and the variants' files in the server's registry) loaded with
 `YOLO(...)`, the images decoded as the server decodes them, one `predict(stream=True)` over the

@@ -3,7 +3,7 @@ process, on the same checkpoint, images and settings, in one run.
 
     python -m bench.inference_overhead [--imgsz 320] [--repeats 3]
 
-Server: the time from POST /v1/jobs to the poll (every 5 ms) that sees the job succeeded
+Server: the time from POST /v1/jobs to the long poll (`Prefer: wait`) that returns it succeeded
 (end to end, what a client gets), and the job's own `finished_at - started_at` (server side).
 Direct: `YOLO(path)` (cold only), then the same image files decoded as the server decodes them and
 `predict(stream=True)` over that list (ultralytics batches it), with the same imgsz, conf, iou,

@@ -87,7 +87,7 @@ def train_and_validate(
 def finished(client: httpx.Client, response: httpx.Response) -> dict[str, Any]:
     if response.status_code != 202:
         raise RuntimeError(f"submission refused: {response.status_code} {response.text}")
-    done = wait_job(client, response.json()["id"], interval_s=0.05)
+    done = wait_job(client, response.json()["id"])
     if done["state"] != "succeeded":
         raise RuntimeError(f"{done['kind']} job ended {done['state']}: {done['error']}")
     return done

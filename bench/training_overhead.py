@@ -59,7 +59,7 @@ def train_through(client: httpx.Client, epochs: int) -> dict[str, float]:
     }
     started = time.perf_counter()
     job = client.post("/v1/jobs", json=body).json()
-    done = wait_job(client, job["id"], interval_s=0.05)
+    done = wait_job(client, job["id"])
     wall = time.perf_counter() - started
     if done["state"] != "succeeded":
         raise RuntimeError(f"training job ended {done['state']}: {done['error']}")
@@ -78,7 +78,7 @@ def loop_health_while_training(client: httpx.Client, seconds: float) -> list[flo
     wait_running(client, [job], timeout_s=60)
     samples = probe_for(client, seconds)
     client.post(f"/v1/jobs/{job}/cancel")
-    wait_job(client, job, interval_s=0.05)
+    wait_job(client, job)
     return samples
 
 
