@@ -207,11 +207,11 @@ class JobService:
         wanted = params.get("format", "auto")
         if wanted in ("auto", "pt"):
             return
-        imgsz, half = params["imgsz"], params["half"] and self._has_cuda_lanes
+        imgsz, half, cuda = params["imgsz"], params["half"], self._has_cuda_lanes
         variants = await self._models.variants.list_for(model.id)
-        available = available_formats(variants, imgsz=imgsz, half=half)
+        available = available_formats(variants, imgsz=imgsz, half=half, cuda=cuda)
         if wanted not in available:
-            precision = "FP16" if half else "FP32"
+            precision = "half" if half else "full precision"
             raise InvalidJob(
                 f"model {model.name!r} has no usable {wanted} variant for imgsz {imgsz} "
                 f"({precision}); formats it can run: {', '.join(available)}",
