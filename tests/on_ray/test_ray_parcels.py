@@ -153,3 +153,79 @@ def test_a_dataset_must_be_under_a_shared_root_and_on_the_node(tmp_path: Path) -
         expected = "is not under shared_data_roots" if why == "leads out" else why
         assert expected in failure.value.message, why
     assert os.path.exists(shared / "ds" / "data.yaml")
+
+
+class Registry:
+    """What `RegistersResults` asks of the registry, recorded."""
+
+    def __init__(self) -> None:
+        self.unusable: list[str] = []
+        self.registered: list[tuple[Path, str, str]] = []
+
+    async def mark_unusable(self, model_id: str) -> None:
+        self.unusable.append(model_id)
+
+    async def register_file(self, path: Path, name: str, source: str) -> Any:
+        from yolo_orch.domain import Model
+
+        self.registered.append((path, name, source))
+        now = datetime.now(UTC)
+        return Model("m2", name, "0" * 64, 1, "detect", ("a",), source, "f.pt", now)
+
+
+class Runs:
+    def __init__(self, outcome: Any) -> None:
+        self.outcome = outcome
+
+    async def run(self, ctx: RunContext) -> Any:
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+    async def run_batch(self, ctxs: list[RunContext]) -> list[Any]:
+        return [self.outcome]
+
+
+async def test_what_a_node_hands_back_is_registered_on_the_server(tmp_path: Path) -> None:
+    from yolo_orch.domain import JobResult
+    from yolo_orch.ray_cluster.registration import RegistersResults, pending_model
+
+    node_artifacts = tmp_path / "node" / "artifacts"
+    node_artifacts.mkdir(parents=True)
+    (node_artifacts / "best.pt").write_bytes(b"trained weights")
+    view = pending_model(node_artifacts / "best.pt", "trained")
+    result = JobResult({"model_id": view["id"], "epochs": 1}, {"model": view, "epochs": 1})
+    workdir = tmp_path / "server"
+    (workdir / "artifacts").mkdir(parents=True)
+    (workdir / "artifacts" / "best.pt").write_bytes(b"trained weights")  # back with FilesBack
+    ctx = context(job({}, JobKind.TRAINING), workdir)
+    registry = Registry()
+
+    [done] = await RegistersResults(Runs(result), registry).run_batch([ctx])
+
+    assert registry.registered == [(workdir / "artifacts" / "best.pt", "trained", "training:job-1")]
+    assert isinstance(done, JobResult)
+    assert done.summary == {"model_id": "m2", "epochs": 1}
+    assert done.detail["model"]["id"] == "m2"
+
+    (workdir / "artifacts" / "best.pt").write_bytes(b"cut short")
+    with pytest.raises(RuntimeError, match="did not come back whole"):
+        await RegistersResults(Runs(result), registry).run(ctx)
+    with pytest.raises(RuntimeError, match="only a job's artifacts"):
+        pending_model(tmp_path / "node" / "other.pt", "x")
+
+
+async def test_a_model_a_node_found_tampered_is_marked_unusable(tmp_path: Path) -> None:
+    from yolo_orch.errors import ModelTampered
+    from yolo_orch.ray_cluster.registration import RegistersResults
+
+    registry = Registry()
+    tampered = ModelTampered(Path("tiny.pt"), "a" * 64, "b" * 64)
+    runs = RegistersResults(Runs(tampered), registry)
+    with pytest.raises(ModelTampered):
+        await runs.run(context(job({}), tmp_path))
+    assert registry.unusable == ["m1"]
+    other = RegistersResults(Runs(InvalidJobInput("bad")), registry)
+    with pytest.raises(InvalidJobInput):
+        await other.run(context(job({}), tmp_path))
+    assert registry.unusable == ["m1"]

@@ -126,6 +126,7 @@ def training(dataset: str) -> dict[str, Any]:
 
 
 async def test_a_training_on_a_node_reads_its_dataset_under_a_shared_root(host: Host) -> None:
+    """And registers its model on the server, which a validation on a node then loads."""
     make_dataset(host.shared / "ds", n_train=8, n_val=4, size=32)
     job = await host.client.post("/v1/jobs", json=training("shared/ds/data.yaml"))
     assert job.status_code == 202, job.text
@@ -140,6 +141,19 @@ async def test_a_training_on_a_node_reads_its_dataset_under_a_shared_root(host: 
     assert {a["name"] for a in artifacts} >= {"best.pt", "last.pt"}
     history = (await host.client.get(f"/v1/jobs/{done['id']}/metrics")).json()
     assert [entry["epoch"] for entry in history] == [1]
+
+    # the model it produced, registered here, goes back to a node to be validated
+    validation = {
+        "kind": "validation",
+        "model": "trained",
+        "dataset": "shared/ds/data.yaml",
+        "params": {"imgsz": 32, "batch": 4},
+    }
+    job = await host.client.post("/v1/jobs", json=validation)
+    assert job.status_code == 202, job.text
+    validated = await wait_terminal(host.client, job.json()["id"], deadline_s=120)
+    assert validated["state"] == "succeeded", validated
+    assert set(validated["result"]["metrics"]) == {"precision", "recall", "mAP50", "mAP50-95"}
 
 
 async def test_a_dataset_outside_the_shared_roots_fails_clearly(host: Host) -> None:
