@@ -295,7 +295,7 @@ class Settings(BaseSettings):
     ray_node_cache_dir: Path = Field(
         default=Path("/tmp/yolo-orch-node-cache"),
         description="On each Ray node: the folder of its cache of model weights (one "
-        "sub-folder per node).",
+        "sub-folder per node) and of ultralytics' settings (`ultralytics`).",
     )
     ray_node_cache_models: int = Field(
         default=8, ge=1, description="Model files each Ray node keeps (least recently used go)."
@@ -307,6 +307,17 @@ class Settings(BaseSettings):
     )
     ray_poll_interval_s: float = Field(
         default=1.0, gt=0, description="How often the cluster's nodes are read (joins, losses)."
+    )
+    shared_data_roots: list[Path] = Field(
+        default_factory=list,
+        description='With executor = "ray": folders every node sees at the same path; a '
+        "training or validation dataset must be under one of them and under data_roots.",
+    )
+    ray_max_input_bytes: int = Field(
+        default=1 << 30,
+        ge=1,
+        description="Bytes of images and videos one inference job carries to a Ray node "
+        "(invalid_input beyond).",
     )
 
     @model_validator(mode="after")

@@ -18,11 +18,28 @@ import ray
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult, Progress
 from yolo_orch.errors import JobCancelled
 from yolo_orch.failures import failure_of
+from yolo_orch.jobfiles import INPUTS_DIR, JOB_LOG, RESULT_FILE, RESULT_INDEX
 from yolo_orch.ray_cluster.node_cache import NodeModelCache, WeightsOffer
-from yolo_orch.runners.base import RunContext, Runtime
-from yolo_orch.runners.simulated import SimulatedRuntime
+from yolo_orch.ray_cluster.node_runtime import (
+    NodeRuntimeSpec,
+    ShippedInput,
+    check_shared_dataset,
+    node_runtime,
+    place_inputs,
+)
+from yolo_orch.ray_cluster.nodes import NODE_NAME_CHARS
+from yolo_orch.runners.base import RunContext
 
 _POLL_S = 0.1
+_SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})
+"""Job folder files the server writes itself."""
+
+
+def travels(name: str) -> bool:
+    """Whether a file of the job's folder (its path relative to it) goes between the server
+    and the node: not the files the server writes itself, and not the inputs, which travel
+    as the task's `inputs` (read under the server's rules) and never come back."""
+    return name not in _SERVER_FILES and not name.startswith(f"{INPUTS_DIR}/")
 
 
 @dataclass(frozen=True)
@@ -30,10 +47,14 @@ class NodeTask:
     job: Job
     lanes: tuple[str, ...]
     """The cluster lanes the dispatcher admitted the job onto (`<node>/cuda:0`, ...)."""
-    runtime: str
+    runtime: NodeRuntimeSpec
     seed: dict[str, bytes]
     """The job folder's files as the server has them (checkpoints to resume from, earlier
     attempts' files), relative paths to bytes."""
+    inputs: list[ShippedInput] | None
+    """An inference job's files in `spec.files` order, read on the server; written into the
+    job's folder on the node, where `spec.files` then points. None: nothing to ship (the
+    simulated runtime's inputs are only names)."""
     weights: WeightsOffer | None
     cache_dir: str
     cache_models: int
@@ -104,7 +125,7 @@ def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
         ending: list[_Ending] = []
         worker = threading.Thread(
             target=_work,
-            args=(task, cache, workdir, events, cancel, ending),
+            args=(task, node_id[:NODE_NAME_CHARS], cache, workdir, events, cancel, ending),
             name=f"job {task.job.id}",
             daemon=True,
         )
@@ -128,6 +149,7 @@ def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
 
 def _work(
     task: NodeTask,
+    node: str,
     cache: NodeModelCache,
     workdir: Path,
     events: queue.Queue[Event | None],
@@ -142,14 +164,20 @@ def _work(
         if task.weights is not None:
             cache.ensure(task.weights)
             events.put(ModelsHeld(cache.held()))
+        check_shared_dataset(task.job, task.runtime.shared_data_roots, node)
+        job = task.job
+        if task.inputs is not None:
+            job = place_inputs(job, task.inputs, workdir)
         ctx = RunContext(
-            job=task.job,
+            job=job,
             devices=_local_devices(task.lanes),
             workdir=workdir,
             report_progress=lambda progress: events.put(Progressed(progress)),
             should_cancel=cancel.is_set,
         )
-        runner = _runtime(task.runtime, len(task.lanes)).runner(task.job.kind)
+        config_dir = Path(task.cache_dir) / "ultralytics"
+        runtime = node_runtime(task.runtime, len(task.lanes), cache, config_dir)
+        runner = runtime.runner(job.kind)
         ending.append(Finished(runner.run(ctx)))
     except JobCancelled:
         ending.append(Stopped())
@@ -167,17 +195,13 @@ def _local_devices(lanes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"cuda:{i}" for i in range(len(lanes)))
 
 
-def _runtime(name: str, lane_count: int) -> Runtime:
-    if name != "simulated":
-        raise RuntimeError(f"the {name} runtime does not run on ray nodes yet")
-    return SimulatedRuntime(lane_count)
-
-
 def _changed_files(workdir: Path, seed: dict[str, bytes]) -> dict[str, bytes]:
     files = {}
     for path in sorted(workdir.rglob("*")):
         if path.is_file():
             name = path.relative_to(workdir).as_posix()
+            if not travels(name):
+                continue
             data = path.read_bytes()
             if seed.get(name) != data:
                 files[name] = data
