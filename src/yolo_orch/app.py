@@ -206,6 +206,9 @@ async def _start(
         stack.push_async_callback(
             _cancelled, asyncio.create_task(cluster.watcher.run(), name="ray-nodes")
         )
+        stack.push_async_callback(
+            _cancelled, asyncio.create_task(cluster.telemetry.run(), name="ray-telemetry")
+        )
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
     retention = Retention(
         store,

@@ -308,6 +308,11 @@ class Settings(BaseSettings):
     ray_poll_interval_s: float = Field(
         default=1.0, gt=0, description="How often the cluster's nodes are read (joins, losses)."
     )
+    ray_telemetry_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often each Ray node reads its own telemetry (GPUs, load, memory).",
+    )
     shared_data_roots: list[Path] = Field(
         default_factory=list,
         description='With executor = "ray": folders every node sees at the same path; a '

@@ -185,3 +185,23 @@ async def test_a_two_gpu_job_is_not_starved_by_single_gpu_jobs_behind_it(
         started_after = sorted(jobs[job_id]["started_at"] for job_id in after)
         # it holds one node's lanes as they free: the later jobs get only the other node
         assert jobs[wide]["started_at"] < started_after[len(after) // 2], jobs[wide]
+
+
+async def test_each_node_reports_its_own_telemetry_in_devices(
+    settings_factory: Callable[..., Settings], cluster: Any
+) -> None:
+    settings = ray_settings(settings_factory, cluster, ray_telemetry_interval_s=0.2)
+    async with serve(create_app(settings)) as client:
+        async with asyncio.timeout(30):
+            while True:
+                nodes = (await client.get("/v1/devices")).json()["nodes"]
+                if nodes and all(node["read_at"] is not None for node in nodes):
+                    break
+                await asyncio.sleep(0.1)
+
+    assert len(nodes) == 3  # the head (no GPUs, no lanes) and the two 2-GPU workers
+    for node in nodes:
+        assert node["load_1m"] >= 0
+        assert 0 < node["memory_used_bytes"] < node["memory_total_bytes"]
+        # The cluster's GPUs are logical: no NVML on these nodes, so no GPU readings
+        assert node["gpus"] == []

@@ -15,6 +15,7 @@ from yolo_orch.domain import Job
 from yolo_orch.executor import Executor, NodeInfo
 from yolo_orch.ray_cluster.executor import RayExecutor
 from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
+from yolo_orch.ray_cluster.node_telemetry import NodeTelemetry
 from yolo_orch.ray_cluster.nodes import ClusterWatcher
 from yolo_orch.ray_cluster.parcels import InputRules, ServerWeights, TaskBuilder
 from yolo_orch.ray_cluster.registration import RegistersResults
@@ -30,6 +31,7 @@ class RayCluster:
     ray_executor: RayExecutor
     executor: Executor
     """`ray_executor`, with the registry's part of each run done on the server."""
+    telemetry: NodeTelemetry
 
     @property
     def reachable(self) -> bool:
@@ -37,7 +39,12 @@ class RayCluster:
 
     def node_infos(self) -> list[NodeInfo]:
         return [
-            NodeInfo(node.name, node.address, self.ray_executor.node_models.get(node.name, []))
+            NodeInfo(
+                node.name,
+                node.address,
+                self.ray_executor.node_models.get(node.name, []),
+                self.telemetry.readings.get(node.name),
+            )
             for node in self.watcher.nodes.values()
         ]
 
@@ -84,7 +91,8 @@ async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitSta
         cancel_grace_s=settings.ray_cancel_grace_s,
     )
     log.info("connected to the ray cluster: %d node(s)", len(watcher.nodes))
-    return RayCluster(lanes, watcher, executor, RegistersResults(executor, models))
+    telemetry = NodeTelemetry(watcher, settings.ray_telemetry_interval_s)
+    return RayCluster(lanes, watcher, executor, RegistersResults(executor, models), telemetry)
 
 
 def node_runtime_spec(settings: Settings) -> NodeRuntimeSpec:
