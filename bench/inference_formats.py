@@ -16,9 +16,9 @@ own `finished_at - started_at` (run).
 Direct: the same files (the `.pt`, and the variants' files in the server's registry) loaded with
 `YOLO(...)`, the images decoded as the server decodes them, one `predict(stream=True)` over the
 list, the same imgsz, conf, iou, max_det and torch thread count as the server's cpu lane. ONNX
-Runtime picks its own thread count on both sides; OpenVINO does so directly, while the server
-gives it the lane's thread count. OpenVINO called directly also keeps its CPU's default
-precision (bfloat16 on AMX CPUs) for every variant, where the server runs FP32 variants in f32.
+Runtime picks its own thread count on both sides. OpenVINO models are compiled on both sides as
+the server's cpu lane compiles them (`compile_openvino_for_lane`: the lane's thread count, and
+f32 for FP32 variants, where OpenVINO alone would run them in bfloat16 on AMX CPUs).
 Every model is warmed up on both sides before anything is timed; server and direct runs
 alternate, so load from other processes lands on both.
 """
@@ -106,7 +106,7 @@ def main() -> None:
                 half = exported_entry(
                     client, server.data_dir, "openvino", imgsz, runs.labels, dynamic=True, half=True
                 )
-                direct = {"pt": direct["pt"], DYNAMIC_HALF: Direct(half, imgsz)}
+                direct = {"pt": direct["pt"], DYNAMIC_HALF: Direct(half, imgsz, half=True)}
                 measure(client, direct, paths, imgsz, runs, repeats, HALF_ROWS)
                 for entry in (dynamic, half):  # they run any imgsz: the next size's rows must not
                     variant = entry.parent.name

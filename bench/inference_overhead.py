@@ -109,7 +109,7 @@ class Direct:
     list of arrays, which ultralytics runs as one batch. Same thread count as the server's CPU lane.
     """
 
-    def __init__(self, weights: Path, imgsz: int) -> None:
+    def __init__(self, weights: Path, imgsz: int, *, half: bool = False) -> None:
         import torch  # imported here, outside the timed runs
         from ultralytics.models import YOLO
         from ultralytics.utils.patches import imread
@@ -119,6 +119,8 @@ class Direct:
         self.torch, self.yolo, self.imread = torch, YOLO, imread
         self.threads = default_cpu_threads()
         self.weights = weights
+        self.half = half
+        """For an OpenVINO folder: the precision it is compiled for, as the server does."""
         self.settings: dict[str, Any] = {
             "device": "cpu",
             "imgsz": imgsz,
@@ -134,6 +136,12 @@ class Direct:
         started = time.perf_counter()
         self.model = self.yolo(str(self.weights))
         self._predict(files)
+        if self.weights.name.endswith("_openvino_model"):
+            # compiled as the server's cpu lane compiles it: its threads, and f32 unless half
+            from yolo_orch.runners.formats import compile_openvino_for_lane
+
+            compile_openvino_for_lane(self.model, self.weights, self.threads, self.half)
+            self._predict(files)
         return time.perf_counter() - started
 
     def warm(self, files: list[Path]) -> float:
