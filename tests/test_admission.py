@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -49,6 +49,12 @@ class ScriptedExecutor:
         finally:
             for device in ctx.devices:
                 self.active[device] -= 1
+
+    async def surviving(self, jobs: Sequence[Job]) -> set[str]:
+        return set()
+
+    async def release(self, job_id: str) -> None:
+        pass
 
 
 class Harness:

@@ -18,6 +18,7 @@ from yolo_orch.domain import (
     ErrorCode,
     Job,
     JobError,
+    JobFilter,
     JobState,
     Outcome,
     Progress,
@@ -92,16 +93,51 @@ class Dispatcher:
         return list(self._runs)
 
     async def recover(self) -> list[Job]:
-        """Settle the jobs a previous process left RUNNING; call before `run`."""
+        """Settle the jobs a previous process left RUNNING; call before `run`. Those whose
+        runs went on without it (on a cluster) are followed again, on the lanes they hold;
+        the others are requeued or failed by the usual rules."""
         # Read before the recovery: a drained job gets its attempt back.
         drained = await anyio.to_thread.run_sync(self._files.take_abandoned)
-        changed = await self._store.recover(utcnow(), frozenset(drained))
+        running = await self._running_before()
+        lanes = {lane.id: lane for lane in self._lanes}
+        on_lanes = [job for job in running if job.devices and set(job.devices) <= lanes.keys()]
+        survivors = await self._executor.surviving(on_lanes) if on_lanes else set()
+        changed = await self._store.recover(utcnow(), frozenset(drained), frozenset(survivors))
         for job in changed:
             log.warning("recovered job %s after a stop: now %s", job.id, job.state)
+        for job in running:
+            if job.id in survivors:
+                log.warning("job %s still runs on %s: following it", job.id, job.devices)
+                await self._adopt(job, tuple(lanes[lane_id] for lane_id in job.devices))
         self._suspects = {
             job.id for job in changed if job.state is JobState.QUEUED and job.id not in drained
         }
         return changed
+
+    async def _running_before(self) -> list[Job]:
+        running: list[Job] = []
+        cursor = None
+        while True:
+            page = await self._store.list_jobs(
+                JobFilter(states=(JobState.RUNNING,)), limit=100, before_seq=cursor
+            )
+            running.extend(page.jobs)
+            cursor = page.next_cursor
+            if cursor is None:
+                return running
+
+    async def _adopt(self, job: Job, lanes: tuple[Lane, ...]) -> None:
+        """Run a job that is RUNNING already (claimed by an earlier server) on its lanes."""
+        for lane in lanes:
+            await lane.semaphore.acquire()  # never waits: nothing ran before recovery
+            lane.jobs.add(job.id)
+        batch = Batch(job.id, lanes)
+        self._register(batch, [job], None)
+        run = self._runs[job.id]
+        self._took(batch, run, job, asyncio.get_running_loop().time())
+        if job.cancel_requested:
+            run.cancel.set()
+        run.task = asyncio.create_task(self._run_batch(batch, []), name=f"job {job.id}")
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -251,12 +287,16 @@ class Dispatcher:
                 if isinstance(claimed, BaseException):
                     log.error("could not claim job %s", job.id, exc_info=claimed)
                 continue
-            run.lanes = batch.lanes
-            run.timeout_s = self._limits.timeout_for(claimed)
-            run.started = run.moved = started
-            batch.jobs.append(claimed)
-            if claimed.id != batch.holder:
-                batch.room -= image_count(claimed)
+            self._took(batch, run, claimed, started)
+
+    def _took(self, batch: Batch, run: Run, job: Job, started: float) -> None:
+        """A claimed job joins its batch; its time limits count from `started`."""
+        run.lanes = batch.lanes
+        run.timeout_s = self._limits.timeout_for(job)
+        run.started = run.moved = started
+        batch.jobs.append(job)
+        if job.id != batch.holder:
+            batch.room -= image_count(job)
 
     def _free_turn(self, batch: Batch) -> None:
         """The lane's turn goes back once the work is done, so the next job's claim shares a
@@ -276,6 +316,7 @@ class Dispatcher:
         self.wake()
 
     async def _run_batch(self, batch: Batch, jobs: list[Job]) -> None:
+        """Claim `jobs` for `batch` (besides any it holds already), run and record them."""
         loop = asyncio.get_running_loop()
         try:
             await self._claim(batch, jobs)
@@ -293,12 +334,13 @@ class Dispatcher:
             ]
             started = loop.time()
             ran = await self._execute(batch, ctxs)
-            jobs, outcomes = [], []
+            jobs, outcomes, settled = [], [], []
             for job, outcome in zip(batch.jobs, ran, strict=True):
                 if isinstance(outcome, RunLost):  # its node left: back to the queue, as a crash
                     log.warning("job %s: %s; back to the queue", job.id, outcome.message)
                     with contextlib.suppress(JobAlreadyFinished):
                         await self._store.requeue(job.id, utcnow())
+                    settled.append(job.id)
                 else:
                     jobs.append(job)
                     outcomes.append(outcome)
@@ -314,12 +356,14 @@ class Dispatcher:
                 if isinstance(failed, BaseException):
                     log.error("could not record the outcome of job %s", job.id, exc_info=failed)
                     continue
+                settled.append(job.id)
                 log.info("job %s %s", job.id, outcome.state)
                 if self._on_run_end is not None:
                     try:
                         self._on_run_end(job, outcome, seconds)
                     except Exception:
                         log.exception("the run-end hook failed for job %s", job.id)
+            await self._release_runs(settled)
             for job, outcome in zip(jobs, outcomes, strict=True):
                 if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
                     await self._poisoned(job.id, outcome.error)
@@ -333,6 +377,15 @@ class Dispatcher:
                 if run.progress_writer is not None:
                     run.progress_writer.cancel()
             self._release(batch)
+
+    async def _release_runs(self, job_ids: list[str]) -> None:
+        """What the executor keeps of runs whose end is committed (on a cluster: the actors'
+        buffers) goes; a job whose outcome could not be recorded keeps its run for a restart."""
+        for job_id in job_ids:
+            try:
+                await self._executor.release(job_id)
+            except Exception:
+                log.warning("could not release the run of job %s", job_id, exc_info=True)
 
     async def _fill(self, batch: Batch) -> None:
         """Wait up to the batching window for companions to join (the lane's turn is held)."""

@@ -4,6 +4,7 @@ to one node, cancel, and a node lost mid-job."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ def ray_settings(settings_factory: Callable[..., Settings], cluster: Any, **more
         ray_address=cluster.address,
         ray_poll_interval_s=0.2,
         ray_cancel_grace_s=1.0,
+        ray_namespace=f"test-{uuid.uuid4().hex}",
         **more,
     )
 

@@ -1,10 +1,14 @@
-"""`RayExecutor`: runs a job on the node its lanes belong to, as a Ray task pinned there
-(`NodeAffinitySchedulingStrategy(soft=False)`, `num_gpus=k`, `num_cpus=0`, `max_retries=0`),
-so Ray never places, queues or re-runs anything behind the store's back."""
+"""`RayExecutor`: runs a job on the node its lanes belong to, in a detached actor pinned there
+(`NodeAffinitySchedulingStrategy(soft=False)`, `num_cpus=0`, no restarts): its lane's warm
+actor for inference, an actor of its own (`num_gpus=k`) for any other kind (`hosts.py`). Ray
+never places, queues or re-runs anything behind the store's back, and a run outlives the server:
+a server that comes back follows it again (`surviving`) and lets it go once its outcome is
+committed (`release`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections import OrderedDict
@@ -16,11 +20,10 @@ import anyio
 import anyio.to_thread
 import ray
 from ray.exceptions import (
+    ActorUnschedulableError,
     NodeDiedError,
     RayError,
     RayTaskError,
-    TaskCancelledError,
-    TaskUnschedulableError,
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -28,6 +31,8 @@ from yolo_orch.batching import BatchOutcome
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult
 from yolo_orch.errors import JobCancelled, RunLost, YoloOrchError
 from yolo_orch.jobfiles import JOB_LOG, RESULT_FILE, RESULT_INDEX
+from yolo_orch.ray_cluster.actors import ping
+from yolo_orch.ray_cluster.hosts import Host, Hosts
 from yolo_orch.ray_cluster.node_cache import WeightsOffer
 from yolo_orch.ray_cluster.node_side import (
     Failed,
@@ -38,8 +43,6 @@ from yolo_orch.ray_cluster.node_side import (
     NodeTask,
     Progressed,
     Stopped,
-    ping,
-    run_on_node,
 )
 from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
 from yolo_orch.runners.base import RunContext
@@ -51,7 +54,7 @@ WeightsOf = Callable[[Job], Awaitable[tuple[str, str, Path] | None]]
 
 _SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})
 """Job folder files the server writes itself: they never travel to a node."""
-_NODE_GONE = (NodeDiedError, TaskUnschedulableError)
+_NODE_GONE = (NodeDiedError, ActorUnschedulableError)
 """What Ray raises for a run whose node is gone (or that can no longer be placed there)."""
 _CANCEL_POLL_S = 0.05
 _PROBE_TIMEOUT_S = 10.0
@@ -90,6 +93,9 @@ class RayExecutor:
         few, so a model's bytes are put once while it is in use)."""
         self.node_models: dict[str, list[str]] = {}
         """By node name: the sha256s each node said it keeps."""
+        self._hosts = Hosts(cluster, slots_per_lane)
+        self._attachable: set[str] = set()
+        """Jobs of a previous server whose runs go on: the next `run` of each follows it."""
 
     async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
         """Ray lanes are not batched (no `batch_max_images` names their kind,
@@ -104,34 +110,49 @@ class RayExecutor:
         return outcomes
 
     async def run(self, ctx: RunContext) -> JobResult:
+        job = ctx.job
         node = self._cluster.node_of(ctx.devices[0])
         if node is None:
             raise RunLost(f"the node of lane {ctx.devices[0]} left the cluster")
-        task = NodeTask(
-            job=ctx.job,
-            lanes=ctx.devices,
-            runtime=self._runtime,
-            seed=await anyio.to_thread.run_sync(_read_folder, ctx.workdir),
-            weights=await self._offer(ctx.job),
-            cache_dir=str(self._cache_dir),
-            cache_models=self._cache_models,
-        )
+        task = None
+        if job.id not in self._attachable:
+            task = NodeTask(
+                job=job,
+                lanes=ctx.devices,
+                runtime=self._runtime,
+                seed=await anyio.to_thread.run_sync(_read_folder, ctx.workdir),
+                weights=await self._offer(job),
+                cache_dir=str(self._cache_dir),
+                cache_models=self._cache_models,
+            )
+        self._attachable.discard(job.id)
         gpus = 0.0 if ctx.devices[0].endswith("/cpu") else len(ctx.devices) / self._slots
-        stream = run_on_node.options(
-            num_gpus=gpus,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-            name=f"yolo-orch job {ctx.job.id}",
-        ).remote(task)
-        canceller = asyncio.create_task(self._cancel_when_asked(ctx, stream))
+        host = await self._hosts.host_for(job, ctx.devices, node, gpus)
+        stream = host.actor.follow.options(num_returns="streaming").remote(
+            task, job.id, job.attempt, 0
+        )
+        canceller = asyncio.create_task(self._cancel_when_asked(ctx, host))
         try:
-            return await self._follow(ctx, node, stream)
-        except asyncio.CancelledError:  # abandoned (a drain): the node's work ends with it
-            await anyio.to_thread.run_sync(lambda: ray.cancel(stream, force=True))
-            raise
+            # Abandoned (a drain), the run goes on in its actor: the next start follows it.
+            return await self._follow(ctx, node, host, stream)
         finally:
             canceller.cancel()
 
-    async def _follow(self, ctx: RunContext, node: ClusterNode, stream: Any) -> JobResult:
+    async def surviving(self, jobs: Sequence[Job]) -> set[str]:
+        survivors = await self._hosts.surviving(jobs)
+        self._attachable |= survivors
+        return survivors
+
+    async def release(self, job_id: str) -> None:
+        self._attachable.discard(job_id)
+        await self._hosts.release(job_id)
+
+    async def close(self) -> None:
+        await self._hosts.close()
+
+    async def _follow(
+        self, ctx: RunContext, node: ClusterNode, host: Host, stream: Any
+    ) -> JobResult:
         try:
             async for ref in stream:
                 event = await ref
@@ -146,32 +167,37 @@ class RayExecutor:
                 elif isinstance(event, Finished):
                     return event.result
                 elif isinstance(event, Failed):
+                    if event.error.code == ErrorCode.CUDA_FATAL:
+                        await self._hosts.retire(host)  # its CUDA context is unusable
                     raise NodeJobFailed(_on_node(event.error, node))
                 elif isinstance(event, Stopped):
-                    raise JobCancelled()
-        except TaskCancelledError:
-            raise JobCancelled() from None
-        except RayTaskError as exc:  # our task code failed, not the node
-            raise RuntimeError(f"the job's task failed on node {node.name}: {exc}") from None
+                    if ctx.should_cancel():
+                        raise JobCancelled()
+                    # asked to stop by a server that went away without recording it
+                    raise RunLost(f"its run on node {node.name} was stopped by an earlier server")
+        except RayTaskError as exc:  # our actor's code failed, not the node
+            raise RuntimeError(f"the job's run failed on node {node.name}: {exc}") from None
         except RayError as exc:
+            self._hosts.forget(host)  # its actor died (killed after a cancel, or crashed)
             if ctx.should_cancel():
                 raise JobCancelled() from None
-            # Its worker died, maybe with its node (the head notices a killed raylet only after
+            # Its actor died, maybe with its node (the head notices a killed raylet only after
             # missed health checks): ask the node before the job can be admitted there again.
             if isinstance(exc, _NODE_GONE) or not await _answers(node):
                 self._cluster.lose(node.name)
             raise RunLost(f"its run on node {node.name} was lost: {type(exc).__name__}") from None
         raise RunLost(f"its run on node {node.name} ended without an outcome")
 
-    async def _cancel_when_asked(self, ctx: RunContext, stream: Any) -> None:
+    async def _cancel_when_asked(self, ctx: RunContext, host: Host) -> None:
         """A cancel (or the watchdog) first asks the runner to stop at its next safe point,
-        then, after the grace period, kills the node's worker process."""
+        then, after the grace period, kills the actor that holds the run."""
         while not ctx.should_cancel():  # noqa: ASYNC110 - a flag of the runner's, polled
             await asyncio.sleep(_CANCEL_POLL_S)
-        await anyio.to_thread.run_sync(lambda: ray.cancel(stream))
+        with contextlib.suppress(RayError):  # an actor already gone: the run ends with it
+            await host.actor.cancel.remote(ctx.job.id)
         await asyncio.sleep(self._grace_s)
-        log.warning("job %s did not stop within %gs; killing its worker", ctx.job.id, self._grace_s)
-        await anyio.to_thread.run_sync(lambda: ray.cancel(stream, force=True))
+        log.warning("job %s did not stop within %gs; killing its actor", ctx.job.id, self._grace_s)
+        await self._hosts.retire(host)
 
     async def _offer(self, job: Job) -> WeightsOffer | None:
         weights = await self._weights_of(job)

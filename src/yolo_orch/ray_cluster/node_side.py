@@ -1,6 +1,6 @@
-"""What runs on a node: the job's runner in a thread of a Ray task, whose streaming generator
-sends every progress report, log line, file and the outcome back to the server, in order. Nothing
-here writes the database or the server's job folder."""
+"""What runs on a node: the job's runner in a thread, whose events (every progress report, log
+line, file and the outcome, in order) go back to the server through the actor that holds the run
+(`actors.py`). Nothing here writes the database or the server's job folder."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import queue
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,22 +80,19 @@ Event = Progressed | Logged | ModelsHeld | FilesBack | Finished | Failed | Stopp
 _Ending = Finished | Failed | Stopped
 
 
-@ray.remote(num_cpus=0, max_retries=0, num_returns="streaming")
-def run_on_node(task: NodeTask) -> Iterator[Event]:
-    """The remote task; its resources and node are chosen per job by the executor."""
-    yield from serve_task(task, ray.get_runtime_context().get_node_id())
-
-
-@ray.remote(num_cpus=0, max_retries=0)
-def ping() -> bool:
-    """Whether a node still runs tasks (after one of its workers died)."""
-    return True
-
-
-def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
+def serve_task(
+    task: NodeTask,
+    node_id: str,
+    *,
+    cancel: threading.Event | None = None,
+    runtime_for: Callable[[NodeTask], Runtime] | None = None,
+) -> Generator[Event]:
+    """`cancel`: set to ask the runner to stop at its next safe point (else a `ray.cancel`
+    does); `runtime_for`: the caller's runtimes, kept warm between jobs (else one for this job
+    only, `runtime_of`)."""
     cache = NodeModelCache(Path(task.cache_dir) / node_id, task.cache_models, ray.get)
     events: queue.Queue[Event | None] = queue.Queue()
-    cancel = threading.Event()
+    cancel = cancel or threading.Event()
     with tempfile.TemporaryDirectory(prefix=f"yolo-orch-{task.job.id}-") as folder:
         workdir = Path(folder)
         for name, data in task.seed.items():
@@ -104,7 +101,7 @@ def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
         ending: list[_Ending] = []
         worker = threading.Thread(
             target=_work,
-            args=(task, cache, workdir, events, cancel, ending),
+            args=(task, runtime_for or runtime_of, cache, workdir, events, cancel, ending),
             name=f"job {task.job.id}",
             daemon=True,
         )
@@ -128,6 +125,7 @@ def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
 
 def _work(
     task: NodeTask,
+    runtime_for: Callable[[NodeTask], Runtime],
     cache: NodeModelCache,
     workdir: Path,
     events: queue.Queue[Event | None],
@@ -149,7 +147,7 @@ def _work(
             report_progress=lambda progress: events.put(Progressed(progress)),
             should_cancel=cancel.is_set,
         )
-        runner = _runtime(task.runtime, len(task.lanes)).runner(task.job.kind)
+        runner = runtime_for(task).runner(task.job.kind)
         ending.append(Finished(runner.run(ctx)))
     except JobCancelled:
         ending.append(Stopped())
@@ -161,10 +159,19 @@ def _work(
 
 
 def _local_devices(lanes: tuple[str, ...]) -> tuple[str, ...]:
-    """Ray sets CUDA_VISIBLE_DEVICES to the GPUs it gave the task: they are cuda:0.. here."""
+    """The actor's CUDA_VISIBLE_DEVICES names its lanes' GPUs only: they are cuda:0.. here."""
     if all(lane.endswith("/cpu") for lane in lanes):
         return ("cpu",)
     return tuple(f"cuda:{i}" for i in range(len(lanes)))
+
+
+def runtime_of(task: NodeTask) -> Runtime:
+    """A new runtime for the job; a lane actor keeps one per `runtime_key` for its next jobs."""
+    return _runtime(task.runtime, len(task.lanes))
+
+
+def runtime_key(task: NodeTask) -> tuple[str, int]:
+    return task.runtime, len(task.lanes)
 
 
 def _runtime(name: str, lane_count: int) -> Runtime:

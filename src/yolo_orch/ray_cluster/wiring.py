@@ -45,7 +45,12 @@ async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitSta
         )
     address = settings.ray_address or None
     await anyio.to_thread.run_sync(
-        lambda: ray.init(address=address, configure_logging=False, log_to_driver=False)
+        lambda: ray.init(
+            address=address,
+            namespace=settings.ray_namespace,
+            configure_logging=False,
+            log_to_driver=False,
+        )
     )
     stack.callback(ray.shutdown)
     lanes = Lanes([], settings.slots_per_lane, dynamic=True)
@@ -73,5 +78,6 @@ async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitSta
         cache_models=settings.ray_node_cache_models,
         cancel_grace_s=settings.ray_cancel_grace_s,
     )
+    stack.push_async_callback(executor.close)  # after the drain, before ray.shutdown
     log.info("connected to the ray cluster: %d node(s)", len(watcher.nodes))
     return RayCluster(lanes, watcher, executor)

@@ -81,10 +81,16 @@ class JobStore(ABC):
         `JobAlreadyFinished`."""
 
     @abstractmethod
-    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
+    async def recover(
+        self,
+        now: datetime,
+        drained: frozenset[str] = frozenset(),
+        spared: frozenset[str] = frozenset(),
+    ) -> list[Job]:
         """After a stop: settle every RUNNING job as `domain.after_interruption` says (requeued
         ones lose their devices, progress and start time; those in `drained`, left running by
-        a graceful drain, also get their attempt back). Returns the jobs it changed."""
+        a graceful drain, also get their attempt back), but those in `spared`, whose runs went
+        on without the server. Returns the jobs it changed."""
 
     @abstractmethod
     async def requeue(self, job_id: str, now: datetime) -> Job:
