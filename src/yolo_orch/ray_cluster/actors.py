@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import ray
@@ -84,28 +83,19 @@ class RunHost:
         self._runtimes: dict[tuple[str, int], Runtime] = {}
         self._runtimes_lock = threading.Lock()
 
-    def follow(
-        self, task: NodeTask | None, job_id: str, attempt: int, since: int
-    ) -> Iterator[Event]:
-        """The events of the job's run from index `since` on, until its ending. With a `task`,
-        the run starts first unless this attempt of it is here already; without one (a server
-        re-attaching), nothing when it is not."""
+    def events(
+        self, task: NodeTask | None, job_id: str, attempt: int, since: int, wait_s: float
+    ) -> list[Event] | None:
+        """The events of the job's run from index `since` on, once there is one or the run
+        ended (at most `wait_s` later: then none). With a `task`, the run starts first unless
+        this attempt of it is here already; without one, None when it is not here (the
+        server's long poll, which a restarted server starts again from 0)."""
         run = self._start(task) if task is not None else self._runs.get(job_id)
         if run is None or run.attempt != attempt:
-            return
-        sent = since
-        while True:
-            with self._changed:
-                while len(run.events) <= sent and not run.ended:
-                    self._changed.wait()
-                fresh = run.events[sent:]
-                ended = run.ended
-            # not `yield from`: Ray drives the generator with `send`, which a list lacks
-            for event in fresh:  # noqa: UP028
-                yield event
-            sent += len(fresh)
-            if ended and not fresh:
-                return
+            return None
+        with self._changed:
+            self._changed.wait_for(lambda: len(run.events) > since or run.ended, wait_s)
+            return run.events[since:]
 
     def holds(self, job_id: str, attempt: int) -> bool:
         with self._changed:
@@ -143,7 +133,7 @@ class RunHost:
         with self._changed:
             run = self._runs.get(job.id)
             if run is not None and run.attempt == job.attempt:
-                return run  # a second follow of the same run: it does not start again
+                return run  # asked again (a server re-attaching): it does not start again
             if run is not None:  # an earlier attempt's run, left behind
                 run.cancel.set()
             run = self._runs[job.id] = _Run(job.attempt)

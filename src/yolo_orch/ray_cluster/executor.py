@@ -35,6 +35,7 @@ from yolo_orch.ray_cluster.actors import ping
 from yolo_orch.ray_cluster.hosts import Host, Hosts
 from yolo_orch.ray_cluster.node_cache import WeightsOffer
 from yolo_orch.ray_cluster.node_side import (
+    Event,
     Failed,
     FilesBack,
     Finished,
@@ -57,6 +58,8 @@ _SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})
 _NODE_GONE = (NodeDiedError, ActorUnschedulableError)
 """What Ray raises for a run whose node is gone (or that can no longer be placed there)."""
 _CANCEL_POLL_S = 0.05
+_EVENTS_WAIT_S = 2.0
+"""How long one poll of a run's events may wait on the node for the next."""
 _PROBE_TIMEOUT_S = 10.0
 _PARCELS_KEPT = 4
 
@@ -128,13 +131,10 @@ class RayExecutor:
         self._attachable.discard(job.id)
         gpus = 0.0 if ctx.devices[0].endswith("/cpu") else len(ctx.devices) / self._slots
         host = await self._hosts.host_for(job, ctx.devices, node, gpus)
-        stream = host.actor.follow.options(num_returns="streaming").remote(
-            task, job.id, job.attempt, 0
-        )
         canceller = asyncio.create_task(self._cancel_when_asked(ctx, host))
         try:
             # Abandoned (a drain), the run goes on in its actor: the next start follows it.
-            return await self._follow(ctx, node, host, stream)
+            return await self._follow(ctx, node, host, task)
         finally:
             canceller.cancel()
 
@@ -148,33 +148,25 @@ class RayExecutor:
         await self._hosts.release(job_id)
 
     async def close(self) -> None:
+        """At a graceful stop, after the drain: the idle lane actors go."""
         await self._hosts.close()
 
     async def _follow(
-        self, ctx: RunContext, node: ClusterNode, host: Host, stream: Any
+        self, ctx: RunContext, node: ClusterNode, host: Host, task: NodeTask | None
     ) -> JobResult:
+        """Long polls of the run's events, each from the first not seen yet: the first poll
+        brings the task (unless the run goes on from an earlier server), so the run starts."""
+        job, since = ctx.job, 0
         try:
-            async for ref in stream:
-                event = await ref
-                if isinstance(event, Progressed):
-                    ctx.report_progress(event.progress)
-                elif isinstance(event, Logged):
-                    log.log(event.level, "[%s] %s", node.name, event.message)
-                elif isinstance(event, ModelsHeld):
-                    self.node_models[node.name] = event.sha256s
-                elif isinstance(event, FilesBack):
-                    await anyio.to_thread.run_sync(_write_folder, ctx.workdir, event.files)
-                elif isinstance(event, Finished):
-                    return event.result
-                elif isinstance(event, Failed):
-                    if event.error.code == ErrorCode.CUDA_FATAL:
-                        await self._hosts.retire(host)  # its CUDA context is unusable
-                    raise NodeJobFailed(_on_node(event.error, node))
-                elif isinstance(event, Stopped):
-                    if ctx.should_cancel():
-                        raise JobCancelled()
-                    # asked to stop by a server that went away without recording it
-                    raise RunLost(f"its run on node {node.name} was stopped by an earlier server")
+            while True:
+                poll = host.actor.events.remote(task, job.id, job.attempt, since, _EVENTS_WAIT_S)
+                events = await poll
+                if events is None:
+                    raise RunLost(f"its run is no longer on node {node.name}")
+                task, since = None, since + len(events)
+                for event in events:
+                    if (result := await self._take(ctx, node, host, event)) is not None:
+                        return result
         except RayTaskError as exc:  # our actor's code failed, not the node
             raise RuntimeError(f"the job's run failed on node {node.name}: {exc}") from None
         except RayError as exc:
@@ -186,7 +178,31 @@ class RayExecutor:
             if isinstance(exc, _NODE_GONE) or not await _answers(node):
                 self._cluster.lose(node.name)
             raise RunLost(f"its run on node {node.name} was lost: {type(exc).__name__}") from None
-        raise RunLost(f"its run on node {node.name} ended without an outcome")
+
+    async def _take(
+        self, ctx: RunContext, node: ClusterNode, host: Host, event: Event
+    ) -> JobResult | None:
+        """Act on one event of a run; its result once it succeeded; raise how it failed."""
+        if isinstance(event, Progressed):
+            ctx.report_progress(event.progress)
+        elif isinstance(event, Logged):
+            log.log(event.level, "[%s] %s", node.name, event.message)
+        elif isinstance(event, ModelsHeld):
+            self.node_models[node.name] = event.sha256s
+        elif isinstance(event, FilesBack):
+            await anyio.to_thread.run_sync(_write_folder, ctx.workdir, event.files)
+        elif isinstance(event, Finished):
+            return event.result
+        elif isinstance(event, Failed):
+            if event.error.code == ErrorCode.CUDA_FATAL:
+                await self._hosts.retire(host)  # its CUDA context is unusable
+            raise NodeJobFailed(_on_node(event.error, node))
+        elif isinstance(event, Stopped):
+            if ctx.should_cancel():
+                raise JobCancelled()
+            # asked to stop by a server that went away without recording it
+            raise RunLost(f"its run on node {node.name} was stopped by an earlier server")
+        return None
 
     async def _cancel_when_asked(self, ctx: RunContext, host: Host) -> None:
         """A cancel (or the watchdog) first asks the runner to stop at its next safe point,
