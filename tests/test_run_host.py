@@ -138,3 +138,11 @@ def test_an_actor_sees_only_its_lanes_gpus() -> None:
     assert visible_devices(("n/cuda:1",)) == "1"
     assert visible_devices(("n/cuda:2", "n/cuda:3")) == "2,3"
     assert visible_devices(("n/cpu",)) is None
+
+
+def test_a_poll_gathers_a_short_run_into_one_answer(tmp_path: Path) -> None:
+    host = RunHost("node-id")
+    events = host.events(task(tmp_path, "j1"), "j1", 1, 0, WAIT_S, gather_s=WAIT_S)
+    assert events is not None
+    assert isinstance(events[-1], Finished)
+    assert len([e for e in events if isinstance(e, Progressed)]) == 3

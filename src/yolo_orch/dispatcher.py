@@ -18,7 +18,6 @@ from yolo_orch.domain import (
     ErrorCode,
     Job,
     JobError,
-    JobFilter,
     JobState,
     Outcome,
     Progress,
@@ -98,7 +97,7 @@ class Dispatcher:
         the others are requeued or failed by the usual rules."""
         # Read before the recovery: a drained job gets its attempt back.
         drained = await anyio.to_thread.run_sync(self._files.take_abandoned)
-        running = await self._running_before()
+        running = await self._store.running()
         lanes = {lane.id: lane for lane in self._lanes}
         on_lanes = [job for job in running if job.devices and set(job.devices) <= lanes.keys()]
         survivors = await self._executor.surviving(on_lanes) if on_lanes else set()
@@ -113,18 +112,6 @@ class Dispatcher:
             job.id for job in changed if job.state is JobState.QUEUED and job.id not in drained
         }
         return changed
-
-    async def _running_before(self) -> list[Job]:
-        running: list[Job] = []
-        cursor = None
-        while True:
-            page = await self._store.list_jobs(
-                JobFilter(states=(JobState.RUNNING,)), limit=100, before_seq=cursor
-            )
-            running.extend(page.jobs)
-            cursor = page.next_cursor
-            if cursor is None:
-                return running
 
     async def _adopt(self, job: Job, lanes: tuple[Lane, ...]) -> None:
         """Run a job that is RUNNING already (claimed by an earlier server) on its lanes."""

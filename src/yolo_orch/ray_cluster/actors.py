@@ -84,17 +84,25 @@ class RunHost:
         self._runtimes_lock = threading.Lock()
 
     def events(
-        self, task: NodeTask | None, job_id: str, attempt: int, since: int, wait_s: float
+        self,
+        task: NodeTask | None,
+        job_id: str,
+        attempt: int,
+        since: int,
+        wait_s: float,
+        gather_s: float = 0.0,
     ) -> list[Event] | None:
-        """The events of the job's run from index `since` on, once there is one or the run
-        ended (at most `wait_s` later: then none). With a `task`, the run starts first unless
-        this attempt of it is here already; without one, None when it is not here (the
-        server's long poll, which a restarted server starts again from 0)."""
+        """The events of the job's run from index `since` on (the server's long poll, which
+        a restarted server starts again from 0): once there is one, and the run ended or
+        `gather_s` more went by (so a short run answers once, and a long one's progress comes
+        in batches); none after `wait_s`. With a `task`, the run starts first unless this
+        attempt of it is here already; without one, None when it is not here."""
         run = self._start(task) if task is not None else self._runs.get(job_id)
         if run is None or run.attempt != attempt:
             return None
         with self._changed:
-            self._changed.wait_for(lambda: len(run.events) > since or run.ended, wait_s)
+            if self._changed.wait_for(lambda: len(run.events) > since or run.ended, wait_s):
+                self._changed.wait_for(lambda: run.ended, gather_s)
             return run.events[since:]
 
     def holds(self, job_id: str, attempt: int) -> bool:

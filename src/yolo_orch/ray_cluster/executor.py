@@ -60,6 +60,9 @@ _NODE_GONE = (NodeDiedError, ActorUnschedulableError)
 _CANCEL_POLL_S = 0.05
 _EVENTS_WAIT_S = 2.0
 """How long one poll of a run's events may wait on the node for the next."""
+_EVENTS_GATHER_S = 0.1
+"""How long a poll that has events waits for more before it answers: progress is advisory
+(the dispatcher writes it every `progress_interval_s`), and the ending is never held back."""
 _PROBE_TIMEOUT_S = 10.0
 _PARCELS_KEPT = 4
 
@@ -159,8 +162,9 @@ class RayExecutor:
         job, since = ctx.job, 0
         try:
             while True:
-                poll = host.actor.events.remote(task, job.id, job.attempt, since, _EVENTS_WAIT_S)
-                events = await poll
+                events = await host.actor.events.remote(
+                    task, job.id, job.attempt, since, _EVENTS_WAIT_S, _EVENTS_GATHER_S
+                )
                 if events is None:
                     raise RunLost(f"its run is no longer on node {node.name}")
                 task, since = None, since + len(events)

@@ -9,6 +9,7 @@ from yolo_orch.domain import (
     Job,
     JobFilter,
     JobKind,
+    JobState,
     Model,
     NewJob,
     NewModel,
@@ -120,6 +121,18 @@ class JobStore(ABC):
     @abstractmethod
     async def unknown(self, job_ids: list[str]) -> set[str]:
         """Those of `job_ids` that name no job (the sweep's test for an orphaned folder)."""
+
+    async def running(self) -> list[Job]:
+        """Every RUNNING job (a few: one per lane slot, or what a crash left)."""
+        jobs: list[Job] = []
+        cursor = None
+        while True:
+            where = JobFilter(states=(JobState.RUNNING,))
+            page = await self.list_jobs(where, limit=100, before_seq=cursor)
+            jobs.extend(page.jobs)
+            cursor = page.next_cursor
+            if cursor is None:
+                return jobs
 
     async def check_writable(self) -> None:  # noqa: B027 - optional hook
         """Raise if a write would fail now (used by readiness)."""
