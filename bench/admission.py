@@ -1,5 +1,6 @@
-"""Lane utilisation of the dispatcher: busy lane-time / (lanes x wall time), simulated runtime,
-4 simulated lanes, a saturating mixed stream of 1-lane inference and 2-lane training jobs.
+"""Lane utilisation of the dispatcher: the jobs' own work (their `sim_seconds` x gpus) / (lanes x
+wall time), simulated runtime, 4 simulated lanes, a saturating mixed stream of 1-lane inference
+and 2-lane training jobs.
 
     python -m bench.admission [--lanes 4] [--seconds 0.05 0.2 1.0] [--work 12] [--training 0.2]
     python -m bench.admission --zero 3000 [--lanes 2] [--batch 1 8]
@@ -11,8 +12,10 @@ lanes' `batch_max_images`; 1: every job alone).
 
 How the stream saturates: a 4-lane "gate" job holds every lane while the queue is filled (so
 submission speed does not limit the dispatcher), then is cancelled. Wall time runs from the
-gate's end to the last job's end; busy lane-time is the sum of (finished_at - started_at) x gpus
-of the other jobs. `--work` sets how many seconds of work (per lane) each run queues.
+gate's end to the last job's end. `held` is the sum of (finished_at - started_at) x gpus of the
+other jobs over the same: it counts what a job does after giving its lane back (writing its
+result while the next job runs), so it can pass 1. `--work` sets how many seconds of work (per
+lane) each run queues.
 """
 
 from __future__ import annotations
@@ -94,8 +97,8 @@ def run(lanes: int, seconds: float, work_s: float, training_share: float) -> dic
         "jobs": len(jobs),
         "training": sum(job["kind"] == "training" for job in jobs),
         "wall": wall,
-        "utilisation": busy / (lanes * wall),
-        "useful": ideal / (lanes * wall),
+        "utilisation": ideal / (lanes * wall),
+        "held": busy / (lanes * wall),
     }
 
 
@@ -159,15 +162,15 @@ def main() -> None:
     print(f"{args.lanes} simulated lanes; {args.training:.0%} of jobs are 2-lane training")
     print(
         f"{'sim_seconds':>11} {'jobs':>6} {'2-lane':>6} {'wall s':>7} "
-        f"{'utilisation':>11} {'useful':>7}"
+        f"{'utilisation':>11} {'held':>7}"
     )
     for seconds in args.seconds:
         row = run(args.lanes, seconds, args.work, args.training)
         print(
             f"{seconds:>11.2f} {row['jobs']:>6.0f} {row['training']:>6.0f} {row['wall']:>7.1f} "
-            f"{row['utilisation']:>11.3f} {row['useful']:>7.3f}"
+            f"{row['utilisation']:>11.3f} {row['held']:>7.3f}"
         )
-    print("utilisation: lanes held by jobs (started_at..finished_at); useful: sim_seconds only")
+    print("utilisation: the jobs' own sim_seconds; held: started_at..finished_at")
 
 
 if __name__ == "__main__":

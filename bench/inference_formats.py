@@ -8,15 +8,19 @@ One real server (`runtime = "auto"`, the cpu lane, a model cache big enough to k
 instance warm) imports the checkpoint and exports it to ONNX and OpenVINO at each imgsz (static,
 batch 1, FP32) with export jobs. Server: jobs with `params.format` "pt", "onnx", "openvino" and
 "auto" over 1 and 32 images; then a dynamic OpenVINO variant is exported too, and "auto" and
-"openvino" (which now pick it) are timed again; it is deleted before the next imgsz. Timed:
+"openvino" (which now pick it) are timed again; then a dynamic half one, and "auto" jobs with
+`"half": true`, which run it in the CPU's 16-bit type (bfloat16 on AMX CPUs); the dynamic
+variants are deleted before the next imgsz. Timed:
 from POST /v1/jobs to the long poll (`Prefer: wait`) that returns it succeeded (e2e), and the job's
 own `finished_at - started_at` (run).
 Direct: the same files (the `.pt`, and the variants' files in the server's registry) loaded with
 `YOLO(...)`, the images decoded as the server decodes them, one `predict(stream=True)` over the
 list, the same imgsz, conf, iou, max_det and torch thread count as the server's cpu lane. ONNX
 Runtime picks its own thread count on both sides; OpenVINO does so directly, while the server
-gives it the lane's thread count. Every model is warmed up on both sides before anything is
-timed; server and direct runs alternate, so load from other processes lands on both.
+gives it the lane's thread count. OpenVINO called directly also keeps its CPU's default
+precision (bfloat16 on AMX CPUs) for every variant, where the server runs FP32 variants in f32.
+Every model is warmed up on both sides before anything is timed; server and direct runs
+alternate, so load from other processes lands on both.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from bench.inference_overhead import Direct, server_job_seconds
 SETS = {"one": 1, "batch32": 32}
 EXPORTED = ("onnx", "openvino")
 DYNAMIC = "openvino dynamic"
+DYNAMIC_HALF = "openvino dynamic half"
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class Row:
     """Which files the direct side runs beside it (a key of the variants exported so far)."""
     baseline: str = "pt"
     """The row whose direct `.pt` times its ratios are against: one timed in the same phase."""
+    half: bool = False
+    """The jobs' `params.half`."""
 
 
 STATIC_ROWS = (
@@ -62,7 +69,11 @@ DYNAMIC_ROWS = (
     Row(DYNAMIC, "openvino", None, BESIDE_DYNAMIC),
 )
 """Timed once the dynamic variant is registered: `auto` and a named `openvino` both pick it."""
-ROWS = STATIC_ROWS + DYNAMIC_ROWS
+BESIDE_HALF = "pt, beside the half rows"
+HALF_ROWS = (Row("auto, half", "auto", DYNAMIC_HALF, BESIDE_HALF, half=True),)
+"""Timed once a dynamic half variant is registered too: `half` jobs pick it."""
+ROWS = STATIC_ROWS + DYNAMIC_ROWS + HALF_ROWS
+BASELINES = (BESIDE_DYNAMIC, BESIDE_HALF)
 TARGET_RATIO = 2.5
 """Issue 11: server `auto`, 32-image jobs, imgsz 320, vs direct `.pt` predict."""
 
@@ -92,10 +103,14 @@ def main() -> None:
                 )
                 direct = {"pt": direct["pt"], DYNAMIC: Direct(dynamic, imgsz)}
                 measure(client, direct, paths, imgsz, runs, repeats, DYNAMIC_ROWS)
-                # it runs any imgsz: the next size's static rows must not pick it
-                client.delete(
-                    f"/v1/models/{MODEL}/variants/{dynamic.parent.name}"
-                ).raise_for_status()
+                half = exported_entry(
+                    client, server.data_dir, "openvino", imgsz, runs.labels, dynamic=True, half=True
+                )
+                direct = {"pt": direct["pt"], DYNAMIC_HALF: Direct(half, imgsz)}
+                measure(client, direct, paths, imgsz, runs, repeats, HALF_ROWS)
+                for entry in (dynamic, half):  # they run any imgsz: the next size's rows must not
+                    variant = entry.parent.name
+                    client.delete(f"/v1/models/{MODEL}/variants/{variant}").raise_for_status()
     report(runs, args.imgsz)
 
 
@@ -122,7 +137,7 @@ def measure(
     for side in direct.values():  # load and warm up, untimed
         side.cold(paths["one"])
     for row in rows:
-        job = run_server(client, "one/*.jpg", imgsz, row.server_format)
+        job = run_server(client, "one/*.jpg", imgsz, row.server_format, row.half)
         result = job["result"]
         runs.ran[(imgsz, row.label)] = runs.labels.get(result["variant_id"], result["format"])
     for set_name, times in zip(SETS, repeats, strict=True):
@@ -130,15 +145,15 @@ def measure(
             for row in rows:
                 key = (imgsz, set_name, row.label)
                 started = time.perf_counter()
-                job = run_server(client, f"{set_name}/*.jpg", imgsz, row.server_format)
+                job = run_server(client, f"{set_name}/*.jpg", imgsz, row.server_format, row.half)
                 e2e = time.perf_counter() - started
                 runs.server.setdefault(key, []).append((e2e, server_job_seconds(job)))
                 if row.direct is not None:
                     seconds = direct[row.direct].warm(paths[set_name])
                     runs.direct.setdefault(key, []).append(seconds)
-            if BESIDE_DYNAMIC in (row.baseline for row in rows):  # the phase's own baseline
+            for baseline in {row.baseline for row in rows} & set(BASELINES):  # the phase's own
                 seconds = direct["pt"].warm(paths[set_name])
-                runs.direct.setdefault((imgsz, set_name, BESIDE_DYNAMIC), []).append(seconds)
+                runs.direct.setdefault((imgsz, set_name, baseline), []).append(seconds)
 
 
 def report(runs: Runs, sizes: list[int]) -> None:
@@ -172,7 +187,7 @@ def report(runs: Runs, sizes: list[int]) -> None:
                     f"| {direct_cells[1]} | {direct_pt / e2e_s:.2f} | {direct_pt / run_s:.2f} |"
                 )
     if 320 in sizes:
-        for row in (STATIC_ROWS[-1], DYNAMIC_ROWS[0]):
+        for row in (STATIC_ROWS[-1], DYNAMIC_ROWS[0], HALF_ROWS[0]):
             direct_pt = statistics.median(runs.direct[(320, "batch32", row.baseline)])
             e2e_s = statistics.median(e2e for e2e, _ in runs.server[(320, "batch32", row.label)])
             verdict = "met" if direct_pt / e2e_s >= TARGET_RATIO else "not met"
@@ -182,9 +197,11 @@ def report(runs: Runs, sizes: list[int]) -> None:
             )
 
 
-def run_server(client: httpx.Client, pattern: str, imgsz: int, export_format: str) -> Any:
+def run_server(
+    client: httpx.Client, pattern: str, imgsz: int, export_format: str, half: bool
+) -> Any:
     body = inference_job([pattern], imgsz)
-    body["params"]["format"] = export_format
+    body["params"].update(format=export_format, half=half)
     response = client.post("/v1/jobs", json=body)
     if response.status_code != 202:
         raise RuntimeError(f"{response.status_code} {response.text}")
@@ -201,10 +218,11 @@ def exported_entry(
     imgsz: int,
     labels: dict[str, str],
     dynamic: bool = False,
+    half: bool = False,
 ) -> Path:
     """Export the model with a job; the variant's file (or OpenVINO folder) in the registry.
     Records the variant's label in `labels`."""
-    params = {"format": export_format, "imgsz": imgsz, "dynamic": dynamic}
+    params = {"format": export_format, "imgsz": imgsz, "dynamic": dynamic, "half": half}
     response = client.post("/v1/jobs", json={"kind": "export", "model": MODEL, "params": params})
     if response.status_code != 202:
         raise RuntimeError(f"{response.status_code} {response.text}")
@@ -212,7 +230,9 @@ def exported_entry(
     if job["state"] != "succeeded":
         raise RuntimeError(f"export ended {job['state']}: {job['error']}")
     variant_id = job["result"]["variant_id"]
-    labels[variant_id] = f"{export_format} dynamic" if dynamic else export_format
+    labels[variant_id] = " ".join(
+        [export_format, *(["dynamic"] if dynamic else []), *(["half"] if half else [])]
+    )
     [folder] = [path for path in data_dir.rglob(variant_id) if path.is_dir()]
     [entry] = list(folder.iterdir())
     return entry

@@ -173,15 +173,11 @@ def paths(cluster: Any, count: int, folder: Path) -> dict[str, float]:
         asyncio.run(watcher.refresh())
         node = next(node for node in watcher.nodes.values() if node.gpus)
         lane = node.lanes(cpu_lanes=False)[0]
-        actor_executor = RayExecutor(
-            watcher,
-            _no_weights,
-            runtime="simulated",
-            slots_per_lane=1,
-            cache_dir=folder / "cache",
-            cache_models=1,
-            cancel_grace_s=1.0,
-        )
+
+        async def build_task(ctx: Any) -> Any:
+            return _node_task(ctx, folder)
+
+        actor_executor = RayExecutor(watcher, build_task, slots_per_lane=1, cancel_grace_s=1.0)
         threads = ThreadExecutor(SimulatedRuntime(1), 1)
         pinned = as_task.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)
@@ -224,10 +220,6 @@ def paths(cluster: Any, count: int, folder: Path) -> dict[str, float]:
         ray.shutdown()
 
 
-async def _no_weights(job: Any) -> None:
-    return None
-
-
 def _context(index: int, lane: str, folder: Path) -> Any:
     from yolo_orch.domain import Job, JobKind, JobState
     from yolo_orch.runners.base import RunContext
@@ -257,13 +249,22 @@ def _context(index: int, lane: str, folder: Path) -> Any:
 
 
 def _node_task(ctx: Any, folder: Path) -> Any:
+    from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
     from yolo_orch.ray_cluster.node_side import NodeTask
 
+    simulated = NodeRuntimeSpec(
+        name="simulated",
+        model_cache_size=1,
+        cpu_threads=None,
+        max_image_pixels=1 << 24,
+        shared_data_roots=(),
+    )
     return NodeTask(
         job=ctx.job,
         lanes=ctx.devices,
-        runtime="simulated",
+        runtime=simulated,
         seed={},
+        inputs=None,
         weights=None,
         cache_dir=str(folder / "cache"),
         cache_models=1,

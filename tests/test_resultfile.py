@@ -39,7 +39,7 @@ def test_the_file_is_the_full_result_and_each_entry_a_line(tmp_path: Path) -> No
 
     assert json.loads(text) == DETAIL
     lines = text.splitlines()
-    assert lines[0] == '{"images": ['
+    assert lines[0] == '{"images":['
     assert [json.loads(line.rstrip(",")) for line in lines[1:-1]] == DETAIL["images"]
     assert lines[-1] == "]}"
 

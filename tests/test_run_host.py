@@ -16,6 +16,7 @@ pytest.importorskip("ray")
 from yolo_orch.domain import ErrorCode, Job, JobKind, JobState
 from yolo_orch.ray_cluster import actors
 from yolo_orch.ray_cluster.actors import RunHost, visible_devices
+from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
 from yolo_orch.ray_cluster.node_side import (
     Event,
     Failed,
@@ -47,8 +48,15 @@ def task(tmp_path: Path, job_id: str, attempt: int = 1, **params: Any) -> NodeTa
     return NodeTask(
         job=job,
         lanes=("node/cuda:0",),
-        runtime="simulated",
+        runtime=NodeRuntimeSpec(
+            name="simulated",
+            model_cache_size=1,
+            cpu_threads=None,
+            max_image_pixels=1 << 24,
+            shared_data_roots=(),
+        ),
         seed={},
+        inputs=None,
         weights=None,
         cache_dir=str(tmp_path / "cache"),
         cache_models=2,
@@ -112,9 +120,9 @@ def test_the_runtime_is_kept_for_the_next_job(
     made: list[object] = []
     real = actors.runtime_of
 
-    def counting(node_task: NodeTask) -> Any:
+    def counting(node_task: NodeTask, node_id: str) -> Any:
         made.append(node_task.job.id)
-        return real(node_task)
+        return real(node_task, node_id)
 
     monkeypatch.setattr(actors, "runtime_of", counting)
     host = RunHost("node-id")

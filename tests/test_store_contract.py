@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -834,27 +835,28 @@ async def test_sqlite_cancelled_callers_never_leave_the_write_lock_held(
 
 
 class _DiesOnce:
-    """Stands in for `_run_batch`: its first batch waits at `gate`, then fails with an error
-    `_run_batch` never lets out (a driver's or the greenlet bridge's), killing the committer;
+    """Stands in for `_run_batch` (on the writer's thread): its first batch waits at `gate`,
+    then fails with an error `_run_batch` never lets out (a driver's), killing the committer;
     later batches run normally."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from yolo_orch.store import sqlite_db as sqlite_module
 
         self._real = sqlite_module._run_batch
-        self.started = asyncio.Event()
-        self.gate = asyncio.Event()
+        self._started = threading.Event()
+        self.gate = threading.Event()
         self.calls = 0
         monkeypatch.setattr(sqlite_module, "_run_batch", self)
 
-    def __call__(self, conn: Connection, batch: list[Any]) -> None:
-        from sqlalchemy.util import await_only
+    async def started(self) -> None:
+        await asyncio.to_thread(self._started.wait)
 
+    def __call__(self, conn: Connection, batch: list[Any]) -> None:
         self.calls += 1
         if self.calls > 1:
             return self._real(conn, batch)
-        self.started.set()
-        await_only(self.gate.wait())  # the event loop runs: other writes get queued meanwhile
+        self._started.set()
+        self.gate.wait()  # the event loop runs: other writes get queued meanwhile
         raise RuntimeError("the connection broke")
 
 
@@ -863,7 +865,7 @@ async def test_sqlite_writes_queued_while_the_committer_dies_are_still_committed
 ) -> None:
     dies = _DiesOnce(monkeypatch)
     first = asyncio.create_task(sqlite_db.write(lambda conn: "first"))
-    await dies.started.wait()
+    await dies.started()
     second = asyncio.create_task(sqlite_db.write(lambda conn: "second"))
     await asyncio.sleep(0)  # `second` is in `_pending`, behind the batch in flight
     dies.gate.set()
@@ -883,7 +885,7 @@ async def test_sqlite_close_survives_a_dead_committer(
     await db.open()
     dies = _DiesOnce(monkeypatch)
     first = asyncio.create_task(db.write(lambda conn: "first"))
-    await dies.started.wait()
+    await dies.started()
     second = asyncio.create_task(db.write(lambda conn: "second"))
     await asyncio.sleep(0)
     closing = asyncio.create_task(db.close())

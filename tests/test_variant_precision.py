@@ -35,6 +35,7 @@ class Tolerance:
     confidence: float
 
 
+FP32 = Tolerance(box_px=1.0, confidence=1e-2)
 HALF = Tolerance(box_px=2.0, confidence=2e-2)
 INT8 = Tolerance(box_px=4.0, confidence=5e-2)
 
@@ -66,9 +67,25 @@ def loader_detections(model: Any, image: Path) -> list[list[Detection]]:
     return [sorted((*box, conf) for box, conf in rows)]
 
 
-def load_both(weights: Path, resolved: ResolvedVariant) -> tuple[Any, Any, int]:
+@dataclass(frozen=True)
+class Compiled:
+    """How the runner compiled an OpenVINO variant."""
+
+    threads: int
+    precision: str
+
+
+def cpu_default_precision() -> str:
+    """What OpenVINO's CPU plugin runs models in unless told: bf16 on CPUs with AMX or AVX-512
+    BF16 (like this project's CI machine), f32 on others."""
+    import openvino
+
+    return str(openvino.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").to_string())
+
+
+def load_both(weights: Path, resolved: ResolvedVariant) -> tuple[Any, Any, Compiled]:
     """The `.pt` and the variant as the inference runner loads them on the cpu lane (one torch
-    thread, as `cpu_threads` gives it on 2 cores), and the variant's OpenVINO thread count."""
+    thread, as `cpu_threads` gives it on 2 cores), and how its OpenVINO model was compiled."""
     import torch
 
     torch.set_num_threads(1)
@@ -77,7 +94,29 @@ def load_both(weights: Path, resolved: ResolvedVariant) -> tuple[Any, Any, int]:
     variant = load_exported("cpu", resolved, "detect", params)
     predictor: Any = variant.predictor
     compiled = predictor.model.backend.ov_compiled_model
-    return pt, variant, int(compiled.get_property("INFERENCE_NUM_THREADS"))
+    precision = str(compiled.get_property("INFERENCE_PRECISION_HINT").to_string())
+    return pt, variant, Compiled(int(compiled.get_property("INFERENCE_NUM_THREADS")), precision)
+
+
+async def test_a_full_precision_openvino_variant_runs_in_f32_whatever_the_cpu_prefers(
+    host: Host,
+) -> None:
+    await host.import_tiny()
+    job = await host.export(format="openvino")
+    assert job["state"] == "succeeded", job["error"]
+    resolved = await host.resolved(job["result"]["variant_id"])
+
+    weights = host.registry.path_of(await host.registry.get("tiny"))
+    pt, variant, compiled = await anyio.to_thread.run_sync(load_both, weights, resolved)
+    image = host.data / "shots" / "img0.jpg"
+    want = await anyio.to_thread.run_sync(loader_detections, pt, image)
+    got = await anyio.to_thread.run_sync(loader_detections, variant, image)
+
+    # OpenVINO would run it in bfloat16 on an AMX CPU: tens of pixels off on sensitive models
+    assert compiled.precision == "f32"
+    assert compiled.threads == 1
+    assert want[0], "the biased head detects class 0 everywhere"
+    assert_within(got, want, FP32)
 
 
 async def test_a_half_openvino_variant_has_fp16_weights_and_stays_within_its_tolerance(
@@ -91,14 +130,22 @@ async def test_a_half_openvino_variant_has_fp16_weights_and_stays_within_its_tol
     assert 'element_type="f16"' in ir_text(resolved)
 
     weights = host.registry.path_of(await host.registry.get("tiny"))
-    pt, variant, threads = await anyio.to_thread.run_sync(load_both, weights, resolved)
+    pt, variant, compiled = await anyio.to_thread.run_sync(load_both, weights, resolved)
     image = host.data / "shots" / "img0.jpg"
     want = await anyio.to_thread.run_sync(loader_detections, pt, image)
     got = await anyio.to_thread.run_sync(loader_detections, variant, image)
 
     assert want[0], "the biased head detects class 0 everywhere"
     assert_within(got, want, HALF)
-    assert threads == 1  # OpenVINO runs on the lane's threads, not on every core
+    assert compiled.threads == 1  # OpenVINO runs on the lane's threads, not on every core
+    assert compiled.precision == cpu_default_precision()  # the CPU's fastest 16-bit type, if any
+
+    half_job, full_job = await infer(host, half=True), await infer(host)
+    assert (half_job["result"]["format"], half_job["result"]["variant_id"]) == (
+        "openvino",
+        resolved.variant.id,
+    )
+    assert full_job["result"]["format"] == "pt"  # a full-precision job never runs it
 
 
 async def test_an_int8_openvino_variant_is_quantised_runs_when_named_and_stays_within_its_tolerance(

@@ -81,11 +81,15 @@ def test_a_static_variant_runs_only_its_imgsz_and_a_dynamic_one_any() -> None:
     assert choose_variant([OPENVINO], CPU, imgsz=640, half=False) is None
 
 
-def test_half_applies_on_cuda_only_and_must_match() -> None:
+def test_half_applies_on_cuda_and_to_openvino_on_the_cpu_and_must_match() -> None:
     fp16_openvino = variant(ExportFormat.OPENVINO, half=True)
 
-    # On the CPU half is ignored (as for .pt jobs): the fp32 variant runs.
-    assert choose_variant([fp16_openvino, ONNX], CPU, imgsz=320, half=True) == ONNX
+    # On the CPU a half job runs a half OpenVINO variant; for other formats half is ignored
+    # (as for .pt jobs), and a full-precision job never runs a half variant.
+    assert choose_variant([fp16_openvino, ONNX], CPU, imgsz=320, half=True) == fp16_openvino
+    assert choose_variant([OPENVINO, ONNX], CPU, imgsz=320, half=True) == ONNX
+    assert choose_variant([fp16_openvino, ONNX], CPU, imgsz=320, half=False) == ONNX
+    assert named_variant([fp16_openvino], ExportFormat.OPENVINO, CPU, imgsz=320, half=False) is None
     assert choose_variant([ENGINE], CUDA, imgsz=320, half=True) == ENGINE
     assert choose_variant([ENGINE], CUDA, imgsz=320, half=False) is None
 
@@ -154,14 +158,17 @@ def test_the_formats_a_job_can_name_are_pt_and_those_with_a_fitting_usable_varia
     retired = replace(variant(ExportFormat.TORCHSCRIPT), usable=False)
     dynamic = variant(ExportFormat.OPENVINO, dynamic=True)
 
-    assert available_formats([], imgsz=320, half=False) == ["pt"]
-    assert available_formats([ONNX, retired, dynamic], imgsz=320, half=False) == [
+    assert available_formats([], imgsz=320, half=False, cuda=False) == ["pt"]
+    assert available_formats([ONNX, retired, dynamic], imgsz=320, half=False, cuda=False) == [
         "pt",
         "onnx",
         "openvino",
     ]
-    assert available_formats([ONNX, dynamic], imgsz=640, half=False) == ["pt", "openvino"]
-    assert available_formats([ONNX, ENGINE], imgsz=320, half=True) == ["pt", "engine"]
+    assert available_formats([ONNX, dynamic], imgsz=640, half=False, cuda=False) == [
+        "pt",
+        "openvino",
+    ]
+    assert available_formats([ONNX, ENGINE], imgsz=320, half=True, cuda=True) == ["pt", "engine"]
 
 
 def test_what_a_host_cannot_build_says_why() -> None:

@@ -198,12 +198,16 @@ async def _start(
         file_limiter=file_limiter,
         walk_limiter=walk_limiter,
         events=events,
+        pt_only=cluster is not None,
     )
     await dispatcher.recover()
     if cluster is not None:
         cluster.watcher.on_change = dispatcher.wake
         stack.push_async_callback(
             _cancelled, asyncio.create_task(cluster.watcher.run(), name="ray-nodes")
+        )
+        stack.push_async_callback(
+            _cancelled, asyncio.create_task(cluster.telemetry.run(), name="ray-telemetry")
         )
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
     retention = Retention(
@@ -331,10 +335,10 @@ def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
     """Blocking: the real runtime imports torch and ultralytics."""
     if settings.runtime == "simulated":
         return SimulatedRuntime(settings.sim_lanes)
-    from yolo_orch.runners.yolo import UltralyticsRuntime
+    from yolo_orch.runners.yolo import RegistryAccess, UltralyticsRuntime
 
     return UltralyticsRuntime(
-        models,
+        RegistryAccess(models),
         settings.data_dir / "ultralytics",
         model_cache_size=settings.model_cache_size,
         data_roots=settings.data_roots,

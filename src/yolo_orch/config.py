@@ -295,7 +295,7 @@ class Settings(BaseSettings):
     ray_node_cache_dir: Path = Field(
         default=Path("/tmp/yolo-orch-node-cache"),
         description="On each Ray node: the folder of its cache of model weights (one "
-        "sub-folder per node).",
+        "sub-folder per node) and of ultralytics' settings (`ultralytics`).",
     )
     ray_node_cache_models: int = Field(
         default=8, ge=1, description="Model files each Ray node keeps (least recently used go)."
@@ -313,6 +313,22 @@ class Settings(BaseSettings):
         min_length=1,
         description="The Ray namespace of this server's actors (its lanes' and its runs'): "
         "each server sharing a cluster needs its own.",
+    )
+    ray_telemetry_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often each Ray node reads its own telemetry (GPUs, load, memory).",
+    )
+    shared_data_roots: list[Path] = Field(
+        default_factory=list,
+        description='With executor = "ray": folders every node sees at the same path; a '
+        "training or validation dataset must be under one of them and under data_roots.",
+    )
+    ray_max_input_bytes: int = Field(
+        default=1 << 30,
+        ge=1,
+        description="Bytes of images and videos one inference job carries to a Ray node "
+        "(invalid_input beyond).",
     )
 
     @model_validator(mode="after")

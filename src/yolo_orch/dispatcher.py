@@ -29,6 +29,7 @@ from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
 from yolo_orch.run_limits import RunLimits
+from yolo_orch.run_records import ProgressWriter, record_outcome
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, write_result
 from yolo_orch.store.base import JobStore
@@ -57,7 +58,7 @@ class Dispatcher:
         self._lanes = lanes
         self._executor = executor
         self._files = files
-        self._progress_interval_s = progress_interval_s
+        self._progress = ProgressWriter(store, progress_interval_s)
         self._retry_delay_s = retry_delay_s
         self._on_run_end = on_run_end
         self._limits = limits or RunLimits()
@@ -333,7 +334,7 @@ class Dispatcher:
                     outcomes.append(outcome)
             recorded = await asyncio.gather(
                 *(
-                    self._record(job.id, outcome)
+                    record_outcome(self._store, job.id, outcome)
                     for job, outcome in zip(jobs, outcomes, strict=True)
                 ),
                 return_exceptions=True,
@@ -430,21 +431,6 @@ class Dispatcher:
                 await self._store.finish(run.job_id, Outcome(JobState.FAILED, collateral), utcnow())
         self.fatal.set()
 
-    async def _record(self, job_id: str, outcome: Outcome) -> None:
-        """The outcome, retried for a while: a job whose end is not recorded would read as
-        running until the next restart."""
-        for delay in (0.5, 2.0, 5.0, None):
-            try:
-                await self._store.finish(job_id, outcome, utcnow())
-                return
-            except JobAlreadyFinished:
-                return
-            except Exception:
-                if delay is None:
-                    raise
-                log.warning("recording job %s failed; retrying in %ss", job_id, delay)
-                await asyncio.sleep(delay)
-
     async def _execute(self, batch: Batch, ctxs: list[RunContext]) -> list[Outcome | RunLost]:
         """Run the jobs (alone, or as a batch sharing forward passes), give back the lane's turn
         and write each one's result; each job's outcome is its own."""
@@ -474,27 +460,8 @@ class Dispatcher:
         ]
 
     def _note_progress(self, run: Run, progress: Progress) -> None:
-        if self._runs.get(run.job_id) is not run:
-            return  # reported after the run ended (or was abandoned)
-        if progress != run.progress:
-            run.moved = asyncio.get_running_loop().time()
-        run.progress = progress
-        if run.progress_writer is None or run.progress_writer.done():
-            run.progress_writer = asyncio.create_task(self._write_progress(run))
-
-    async def _write_progress(self, run: Run) -> None:
-        """Write the newest progress, at most once per interval, so a runner that reports every
-        batch does not turn into one database write per batch."""
-        written = None
-        # A run that ends within the first interval writes no progress: its outcome has it.
-        await asyncio.sleep(self._progress_interval_s)
-        while run.progress is not None and run.progress != written:
-            written = run.progress
-            try:
-                await self._store.set_progress(run.job_id, written)
-            except Exception:  # progress is advisory: the outcome is what must be recorded
-                log.warning("could not record the progress of job %s", run.job_id, exc_info=True)
-            await asyncio.sleep(self._progress_interval_s)
+        if self._runs.get(run.job_id) is run:  # not reported after the run ended or was left
+            self._progress.note(run, progress)
 
 
 def _poisons(outcome: BatchOutcome) -> bool:

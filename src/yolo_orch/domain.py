@@ -67,6 +67,8 @@ class ErrorCode(enum.StrEnum):
     """The job's progress did not move for `stall_after_s` and it was cancelled."""
     DISK_FULL = "disk_full"
     """A write failed for want of space (ENOSPC); the server goes on serving."""
+    DATASET_NOT_SHARED = "dataset_not_shared"
+    """On a Ray node: the dataset is not under `shared_data_roots`, or not on that node."""
 
 
 @dataclass(frozen=True)

@@ -252,6 +252,13 @@ class InvalidJobInput(YoloOrchError):
     code = "invalid_input"
 
 
+class DatasetNotShared(YoloOrchError):
+    """Raised on a Ray node when a job's dataset is not under `shared_data_roots`, or not on
+    that node (its shared folder not mounted there)."""
+
+    code = "dataset_not_shared"
+
+
 class InvalidWeights(YoloOrchError):
     """The file is not an ultralytics checkpoint this server can load safely."""
 

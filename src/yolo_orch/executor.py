@@ -17,6 +17,7 @@ import anyio.to_thread
 from yolo_orch.batching import BatchOutcome, run_batch
 from yolo_orch.domain import Job, JobResult
 from yolo_orch.runners.base import RunContext, Runtime
+from yolo_orch.telemetry import NodeReading
 
 _A = TypeVar("_A")
 _R = TypeVar("_R")
@@ -90,6 +91,8 @@ class NodeInfo:
     address: str
     models: list[str]
     """sha256s of the model files the node keeps."""
+    reading: NodeReading | None = None
+    """Its last telemetry, read on the node; None before the first."""
 
 
 class ClusterView(Protocol):

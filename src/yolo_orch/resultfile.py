@@ -4,9 +4,9 @@ disk, never parsed or held in memory whole.
 `result.json` is the full result, as `GET /v1/jobs/{id}/result` returns it. When the result has
 per-image entries (`images`), each entry is on a line of its own, after the other keys:
 
-    {"summary": ..., "images": [
-    {"source": "a.jpg", ...},
-    {"source": "b.jpg", ...}
+    {"summary":...,"images":[
+    {"source":"a.jpg",...},
+    {"source":"b.jpg",...}
     ]}
 
 JSON text never holds a raw newline inside a value, so a line is an entry. `result.index` holds,
@@ -21,7 +21,6 @@ line, with an index of the same layout; `read_page(..., lines=True)` pages it th
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import anyio
+import orjson
 
 from yolo_orch.errors import ResultTooLarge
 
@@ -49,22 +49,26 @@ _SPAN = struct.Struct("<QQ")
 _CHUNK_BYTES = 1 << 16
 
 
+def _dumps(value: Any) -> bytes:
+    """Compact JSON; orjson writes a 300-detection entry about 10x faster than `json`."""
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def write_result(file: BinaryIO, detail: dict[str, Any], max_bytes: int) -> bytes | None:
     """Write `detail` as JSON to `file`, one entry a line; returns the index of its entries (None
     when it has none). Raises `ResultTooLarge` as soon as the file would pass `max_bytes`."""
     out = _BoundedWriter(file, max_bytes)
     entries = detail.get(ENTRIES_KEY)
     if not isinstance(entries, list):
-        out.write(json.dumps(detail).encode())
+        out.write(_dumps(detail))
         return None
     rest = {key: value for key, value in detail.items() if key != ENTRIES_KEY}
-    head = json.dumps(rest)[:-1] + (", " if rest else "") + json.dumps(ENTRIES_KEY) + ": ["
-    out.write(head.encode())
+    out.write(_dumps(rest)[:-1] + (b"," if rest else b"") + _dumps(ENTRIES_KEY) + b":[")
     index = bytearray()
     for number, entry in enumerate(entries):
         out.write(b",\n" if number else b"\n")
         start = out.written
-        out.write(json.dumps(entry).encode())
+        out.write(_dumps(entry))
         index += _SPAN.pack(start, out.written)
     out.write(b"\n]}")
     return bytes(index)
@@ -84,7 +88,7 @@ class EntryLog:
         self.count = 0
 
     def append(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry).encode()
+        line = _dumps(entry)
         self._file.write(line + b"\n")
         self._index.write(_SPAN.pack(self._written, self._written + len(line)))
         self._written += len(line) + 1
@@ -129,7 +133,7 @@ class EntryPage:
             "total": self.total,
             "next_offset": self.next_offset,
         }
-        yield f"{json.dumps(head)[:-1]}, {json.dumps(self.key)}: [".encode()
+        yield _dumps(head)[:-1] + b"," + _dumps(self.key) + b":["
         async for chunk in self._entries():
             # JSON text holds no raw newline inside a value: each one separates two entries
             yield chunk.replace(b"\n", b",") if self.lines else chunk
@@ -179,12 +183,12 @@ def read_page(
 def _parsed_page(result: Path, offset: int, limit: int) -> EntryPage:
     """A result file without an index: training results (no entries, small), or one written
     before the index existed (read whole, as every result was then)."""
-    detail = json.loads(result.read_bytes())
+    detail = orjson.loads(result.read_bytes())
     entries = detail.get(ENTRIES_KEY) if isinstance(detail, dict) else None
     if not isinstance(entries, list):
         entries = []
     page = entries[offset : offset + limit]
-    inline = b",".join(json.dumps(entry).encode() for entry in page)
+    inline = b",".join(_dumps(entry) for entry in page)
     return EntryPage(len(entries), offset, len(page), inline=inline)
 
 

@@ -83,12 +83,15 @@ class JobService:
         file_limiter: anyio.CapacityLimiter,
         walk_limiter: anyio.CapacityLimiter,
         events: JobEvents,
+        pt_only: bool = False,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from
         anyio's default pool, so neither can starve the other. `walk_limiter` bounds those
         expanding globs, the one kind of file work a client can make costly: a flood of walks
-        waits for its own threads while other requests go on."""
+        waits for its own threads while other requests go on. `pt_only`: the lanes run
+        registry models as `.pt` only, and no exports (Ray nodes: exported variants do not
+        travel there)."""
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -104,6 +107,7 @@ class JobService:
         self._file_limiter = file_limiter
         self._walk_limiter = walk_limiter
         self._events = events
+        self._pt_only = pt_only
         self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
             OrderedDict()
         )
@@ -207,11 +211,17 @@ class JobService:
         wanted = params.get("format", "auto")
         if wanted in ("auto", "pt"):
             return
-        imgsz, half = params["imgsz"], params["half"] and self._has_cuda_lanes
+        if self._pt_only:
+            raise InvalidJob(
+                f"exported variants do not run on Ray lanes: format {wanted!r} is not "
+                "available here (auto and pt run the model's .pt)",
+                code="format_not_available",
+            )
+        imgsz, half, cuda = params["imgsz"], params["half"], self._has_cuda_lanes
         variants = await self._models.variants.list_for(model.id)
-        available = available_formats(variants, imgsz=imgsz, half=half)
+        available = available_formats(variants, imgsz=imgsz, half=half, cuda=cuda)
         if wanted not in available:
-            precision = "FP16" if half else "FP32"
+            precision = "half" if half else "full precision"
             raise InvalidJob(
                 f"model {model.name!r} has no usable {wanted} variant for imgsz {imgsz} "
                 f"({precision}); formats it can run: {', '.join(available)}",
@@ -224,6 +234,8 @@ class JobService:
 
     def _check_buildable(self, export_format: ExportFormat, *, half: bool) -> None:
         """An export this host cannot build is refused now, not failed on a lane later."""
+        if self._pt_only:
+            raise InvalidJob("exports do not run on Ray lanes", code="export_unsupported")
         if reason := export_refusal(export_format, half=half, lanes=self._lane_ids):
             raise InvalidJob(reason, code="export_unsupported")
 

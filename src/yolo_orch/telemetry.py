@@ -205,3 +205,16 @@ def _query(function: Any, *args: Any) -> Any | None:
 def _error_code(exc: BaseException) -> int | None:
     value = getattr(exc, "value", None)
     return value if isinstance(value, int) else None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReading:
+    """A cluster node as it reads itself: its GPUs by NVML index (none without NVML), its load
+    and its memory."""
+
+    gpus: tuple[GpuReading, ...]
+    load_1m: float
+    memory_used_bytes: int | None
+    memory_total_bytes: int | None
+    read_at: float
+    """Unix time on the node."""

@@ -136,17 +136,17 @@ def choose_variant(
 
     On a CUDA lane: a TensorRT engine built for the same GPU model, compute capability, TensorRT
     and ultralytics versions. On a CPU lane: OpenVINO, then ONNX. Either way the variant must run
-    the job's `imgsz` (dynamic, or built for that size) and `half` (FP16 applies on CUDA lanes
-    only, as for `.pt` jobs). INT8 variants trade accuracy for speed and are never picked
-    automatically. Within a format the fastest shape comes first (`_fastest_first`);
-    `variants` come newest first, and among equals the newest wins.
+    the job's `imgsz` (dynamic, or built for that size) and `half` (`variant_fits`). INT8
+    variants trade accuracy for speed and are never picked automatically. Within a format the
+    fastest shape comes first (`_fastest_first`); `variants` come newest first, and among equals
+    the newest wins.
     """
     fitting = _fastest_first(
         variant
         for variant in variants
         if variant.format in lane.runnable
         and not variant.lineage.int8
-        and variant_fits(variant, imgsz=imgsz, half=half and lane.is_cuda)
+        and variant_fits(variant, imgsz=imgsz, half=half, cuda=lane.is_cuda)
     )
     if lane.is_cuda:
         return next((v for v in fitting if _engine_fits(v, lane)), None)
@@ -157,11 +157,14 @@ def choose_variant(
     return None
 
 
-def variant_fits(variant: Variant, *, imgsz: int, half: bool) -> bool:
-    """Whether `variant` runs a job of this `imgsz` (dynamic, or built for it) and `half`
-    (as the lane takes it: FP16 on CUDA lanes only)."""
+def variant_fits(variant: Variant, *, imgsz: int, half: bool, cuda: bool) -> bool:
+    """Whether `variant` runs a job of this `imgsz` (dynamic, or built for it) and `half` on a
+    lane (`cuda` or not): FP16 applies on CUDA lanes, and on the cpu lane to OpenVINO alone, which
+    runs a half variant at the CPU's own 16-bit precision (`runners.formats`); elsewhere on
+    the cpu lane a job's `half` is ignored, as for `.pt` jobs."""
     built = variant.lineage
-    return variant.usable and built.half == half and (built.dynamic or built.imgsz == imgsz)
+    takes_half = half and (cuda or variant.format is ExportFormat.OPENVINO)
+    return variant.usable and built.half == takes_half and (built.dynamic or built.imgsz == imgsz)
 
 
 def named_variant(
@@ -179,7 +182,7 @@ def named_variant(
         variant
         for variant in variants
         if variant.format is export_format
-        and variant_fits(variant, imgsz=imgsz, half=half and lane.is_cuda)
+        and variant_fits(variant, imgsz=imgsz, half=half, cuda=lane.is_cuda)
         and (export_format is not ExportFormat.ENGINE or _engine_fits(variant, lane))
     )
     return min(fitting, key=lambda variant: variant.lineage.int8, default=None)
@@ -200,11 +203,13 @@ def _fastest_first(variants: Iterable[Variant]) -> list[Variant]:
     )
 
 
-def available_formats(variants: Sequence[Variant], *, imgsz: int, half: bool) -> list[str]:
-    """The formats a job of this `imgsz` and `half` (as its lanes take it) can name: `pt`
-    always, and each format the model has a fitting variant of."""
-    formats = {str(v.format) for v in variants if variant_fits(v, imgsz=imgsz, half=half)}
-    return ["pt", *sorted(formats)]
+def available_formats(
+    variants: Sequence[Variant], *, imgsz: int, half: bool, cuda: bool
+) -> list[str]:
+    """The formats a job of this `imgsz` and `half` can name on a host with CUDA lanes or
+    without: `pt` always, and each format the model has a fitting variant of."""
+    fitting = (v for v in variants if variant_fits(v, imgsz=imgsz, half=half, cuda=cuda))
+    return ["pt", *sorted({str(v.format) for v in fitting})]
 
 
 def _engine_fits(variant: Variant, lane: LaneRuntime) -> bool:

@@ -1,6 +1,6 @@
 """The server with `executor = "ray"` on a 2 x 2-GPU cluster: lanes from the nodes, jobs pinned
-to one node, a node lost mid-job, a fatal CUDA error on a node. (Cancel, the poison job and no
-starvation are in `tests/acceptance`, over both executors.)"""
+to one node, a node lost mid-job, a fatal CUDA error on a node, each node's telemetry. (Cancel,
+the poison job and no starvation are in `tests/acceptance`, over both executors.)"""
 
 from __future__ import annotations
 
@@ -140,3 +140,23 @@ async def test_a_fatal_cuda_error_on_a_node_fails_the_job_not_the_server(
         assert "fatal CUDA error on node" in fatal["error"]["message"]
         after = (await client.post("/v1/jobs", json=sim_job())).json()
         assert (await wait_terminal(client, after["id"], deadline_s=30))["state"] == "succeeded"
+
+
+async def test_each_node_reports_its_own_telemetry_in_devices(
+    settings_factory: Callable[..., Settings], cluster: Any
+) -> None:
+    settings = ray_settings(settings_factory, cluster, ray_telemetry_interval_s=0.2)
+    async with serve(create_app(settings)) as client:
+        async with asyncio.timeout(30):
+            while True:
+                nodes = (await client.get("/v1/devices")).json()["nodes"]
+                if nodes and all(node["read_at"] is not None for node in nodes):
+                    break
+                await asyncio.sleep(0.1)
+
+    assert len(nodes) == 3  # the head (no GPUs, no lanes) and the two 2-GPU workers
+    for node in nodes:
+        assert node["load_1m"] >= 0
+        assert 0 < node["memory_used_bytes"] < node["memory_total_bytes"]
+        # The cluster's GPUs are logical: no NVML on these nodes, so no GPU readings
+        assert node["gpus"] == []

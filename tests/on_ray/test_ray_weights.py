@@ -40,7 +40,9 @@ def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
     import ray
 
     from yolo_orch.ray_cluster.executor import RayExecutor
+    from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
     from yolo_orch.ray_cluster.nodes import ClusterWatcher
+    from yolo_orch.ray_cluster.parcels import InputRules, ServerWeights, TaskBuilder
 
     ray.init(
         address=cluster.address,
@@ -52,22 +54,24 @@ def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
     weights.write_bytes(b"weights " * 1000)
     sha256 = hashlib.sha256(weights.read_bytes()).hexdigest()
 
-    async def weights_of(job: Job) -> tuple[str, str, Path] | None:
-        return (sha256, "model.pt", weights) if job.model_id else None
+    async def weights_of(job: Job) -> ServerWeights | None:
+        if job.model_id is None:
+            return None
+        return ServerWeights(job.model_id, sha256, "model.pt", "detect", weights)
 
     watcher = ClusterWatcher(
         Lanes([], 1, dynamic=True), ray.nodes, lambda: None, cpu_lanes=False, interval_s=1.0
     )
     watcher.update(ray.nodes())
-    executor = RayExecutor(
-        watcher,
+    build_task = TaskBuilder(
         weights_of,
-        runtime="simulated",
-        slots_per_lane=1,
+        NodeRuntimeSpec("simulated", 1, None, 1_000_000, ()),
+        InputRules((), max_files=10, max_image_pixels=1_000_000, max_bytes=1 << 20),
         cache_dir=tmp_path / "node-cache",
         cache_models=2,
-        cancel_grace_s=1.0,
+        put=ray.put,
     )
+    executor = RayExecutor(watcher, build_task, slots_per_lane=1, cancel_grace_s=1.0)
     try:
         yield Rig(executor, watcher, weights, sha256, tmp_path / "node-cache")
     finally:
@@ -114,7 +118,7 @@ async def test_weights_travel_to_a_node_that_lacked_them(rig: Rig, tmp_path: Pat
 
     await rig.executor.run(context(job("job-1"), rig.lane_on(first), workdir, seen))
 
-    assert (rig.cache / first / rig.sha256).read_bytes() == rig.weights.read_bytes()
+    assert (rig.cache / first / f"{rig.sha256}.pt").read_bytes() == rig.weights.read_bytes()
     assert not (rig.cache / second).exists()
     assert rig.executor.node_models[first[:12]] == [rig.sha256]
     assert [progress.done for progress in seen] == [1, 2, 3, 4, 5]
@@ -131,13 +135,13 @@ async def test_a_tampered_copy_is_refused(rig: Rig, tmp_path: Path) -> None:
     with pytest.raises(YoloOrchError) as failure:
         await rig.executor.run(context(job("job-2"), rig.lane_on(node), tmp_path / "j2", []))
     assert failure.value.code == "model_tampered"
-    assert not (rig.cache / node / rig.sha256).exists()
+    assert not (rig.cache / node / f"{rig.sha256}.pt").exists()
 
 
 async def test_a_kept_copy_that_changed_is_fetched_again(rig: Rig, tmp_path: Path) -> None:
     node = rig.node_ids()[0]
     await rig.executor.run(context(job("job-3"), rig.lane_on(node), tmp_path / "j3", []))
-    kept = rig.cache / node / rig.sha256
+    kept = rig.cache / node / f"{rig.sha256}.pt"
     kept.write_bytes(b"corrupted on the node")
 
     await rig.executor.run(context(job("job-4"), rig.lane_on(node), tmp_path / "j4", []))

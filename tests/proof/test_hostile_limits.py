@@ -94,9 +94,9 @@ def test_a_large_result_is_streamed_from_disk_whole_and_in_pages(
         job = wait_terminal(client, submit(client, sim_inference("one.jpg"))["id"], 30)
         assert job["state"] == "succeeded"
     # The simulated runtime makes small results; this is the file a real job with 20 000
-    # images of 30 detections each leaves, written by the server's own writer.
+    # images of 60 detections each leaves, written by the server's own writer.
     files = JobFiles(server.data_dir / "jobs", max_result_bytes=1 << 30)
-    files.write_result(job["id"], big_result(20_000, 30))
+    files.write_result(job["id"], big_result(20_000, 60))
     size = files.result_path(job["id"]).stat().st_size
     assert size > RESULT_BOUND_MB * 2**20
     url = f"{server.url}/v1/jobs/{job['id']}/result"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter
@@ -10,12 +11,20 @@ from pydantic import BaseModel, Field
 
 from yolo_orch.admission import Lane
 from yolo_orch.api.deps import Services, ServicesDep
-from yolo_orch.telemetry import GpuReading
+from yolo_orch.telemetry import GpuReading, NodeReading
 
 router = APIRouter(prefix="/v1/devices", tags=["devices"])
 
 
-class LanePublic(BaseModel):
+class GpuReadingPublic(BaseModel):
+    memory_used_bytes: int | None = Field(default=None, description="From NVML; null without.")
+    memory_total_bytes: int | None = None
+    utilization_percent: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+
+
+class LanePublic(GpuReadingPublic):
     id: str = Field(examples=["cuda:0"])
     slots: int
     busy: int = Field(description="Turns taken now.")
@@ -44,11 +53,6 @@ class LanePublic(BaseModel):
         description="The GPU's name, from NVML; null without.",
         examples=["NVIDIA H200"],
     )
-    memory_used_bytes: int | None = Field(default=None, description="From NVML; null without.")
-    memory_total_bytes: int | None = None
-    utilization_percent: int | None = None
-    temperature_c: int | None = None
-    power_w: float | None = None
 
 
 class NodePublic(BaseModel):
@@ -56,6 +60,17 @@ class NodePublic(BaseModel):
     address: str
     lanes: list[str]
     models: list[str] = Field(description="Names of the model files the node keeps.")
+    gpus: list[GpuReadingPublic] = Field(
+        default_factory=list,
+        description="Each GPU of the node by NVML index, read on the node (`<node>/cuda:i` is "
+        "index i where CUDA and NVML order GPUs alike); empty without NVML.",
+    )
+    load_1m: float | None = Field(default=None, description="The node's load average.")
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    read_at: float | None = Field(
+        default=None, description="Unix time of the node's last reading; null before the first."
+    )
 
 
 class DeviceList(BaseModel):
@@ -100,10 +115,23 @@ async def list_devices(services: ServicesDep) -> DeviceList:
                 address=node.address,
                 lanes=[lane.id for lane in services.lanes if lane.node == node.name],
                 models=[names.get(sha, sha[:12]) for sha in node.models],
+                **_node_reading(node.reading),
             )
             for node in services.cluster.node_infos()
         ]
     return DeviceList(runtime=services.runtime.name, devices=devices, nodes=nodes)
+
+
+def _node_reading(reading: NodeReading | None) -> dict[str, Any]:
+    if reading is None:
+        return {}
+    return {
+        "gpus": [GpuReadingPublic(**dataclasses.asdict(gpu)) for gpu in reading.gpus],
+        "load_1m": reading.load_1m,
+        "memory_used_bytes": reading.memory_used_bytes,
+        "memory_total_bytes": reading.memory_total_bytes,
+        "read_at": reading.read_at,
+    }
 
 
 async def gpu_reading(services: Services, lane: Lane) -> GpuReading | None:

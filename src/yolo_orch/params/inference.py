@@ -137,7 +137,11 @@ class InferenceParams(SimulatedParams):
         description="Keep only these class ids (semantic: other pixels get no class).",
         json_schema_extra=_tasks(*BOX_TASKS, "semantic"),
     )
-    half: bool = Field(default=False, description="FP16 (CUDA lanes only).")
+    half: bool = Field(
+        default=False,
+        description="FP16 on CUDA lanes; on the cpu lane, a half OpenVINO variant (run in the "
+        "CPU's 16-bit type), else ignored.",
+    )
     save_annotated: bool = Field(
         default=False,
         description="Keep annotated images as artifacts (videos: one mp4, MPEG-4 Part 2 `mp4v`).",

@@ -33,12 +33,13 @@ from yolo_orch.ray_cluster.node_side import (
     Failed,
     Finished,
     NodeTask,
+    RuntimeKey,
+    RuntimeOnNode,
     Stopped,
     runtime_key,
     runtime_of,
     serve_task,
 )
-from yolo_orch.runners.base import Runtime
 
 LANE_PREFIX = "lane:"
 JOB_PREFIX = "job:"
@@ -80,7 +81,7 @@ class RunHost:
         self._node_id = node_id
         self._runs: dict[str, _Run] = {}
         self._changed = threading.Condition()
-        self._runtimes: dict[tuple[str, int], Runtime] = {}
+        self._runtimes: dict[RuntimeKey, RuntimeOnNode] = {}
         self._runtimes_lock = threading.Lock()
 
     def events(
@@ -175,11 +176,11 @@ class RunHost:
             run.events.append(event)
             self._changed.notify_all()
 
-    def _runtime(self, task: NodeTask) -> Runtime:
+    def _runtime(self, task: NodeTask) -> RuntimeOnNode:
         with self._runtimes_lock:
             key = runtime_key(task)
             if key not in self._runtimes:
-                self._runtimes[key] = runtime_of(task)
+                self._runtimes[key] = runtime_of(task, self._node_id)
             return self._runtimes[key]
 
 

@@ -11,10 +11,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -30,10 +28,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from yolo_orch.batching import BatchOutcome
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult
 from yolo_orch.errors import JobCancelled, RunLost, YoloOrchError
-from yolo_orch.jobfiles import JOB_LOG, RESULT_FILE, RESULT_INDEX
 from yolo_orch.ray_cluster.actors import ping
 from yolo_orch.ray_cluster.hosts import Host, Hosts
-from yolo_orch.ray_cluster.node_cache import WeightsOffer
 from yolo_orch.ray_cluster.node_side import (
     Event,
     Failed,
@@ -44,17 +40,16 @@ from yolo_orch.ray_cluster.node_side import (
     NodeTask,
     Progressed,
     Stopped,
+    travels,
 )
 from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
 from yolo_orch.runners.base import RunContext
 
 log = logging.getLogger(__name__)
 
-WeightsOf = Callable[[Job], Awaitable[tuple[str, str, Path] | None]]
-"""A job's registry model as (sha256, name, file), or None for a model the runtime provides."""
+BuildTask = Callable[[RunContext], Awaitable[NodeTask]]
+"""What a run is handed on its node (`parcels.TaskBuilder`)."""
 
-_SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})
-"""Job folder files the server writes itself: they never travel to a node."""
 _NODE_GONE = (NodeDiedError, ActorUnschedulableError)
 """What Ray raises for a run whose node is gone (or that can no longer be placed there)."""
 _CANCEL_POLL_S = 0.05
@@ -64,7 +59,6 @@ _EVENTS_GATHER_S = 0.1
 """How long a poll that has events waits for more before it answers: progress is advisory
 (the dispatcher writes it every `progress_interval_s`), and the ending is never held back."""
 _PROBE_TIMEOUT_S = 10.0
-_PARCELS_KEPT = 4
 
 
 class NodeJobFailed(YoloOrchError):
@@ -79,24 +73,15 @@ class RayExecutor:
     def __init__(
         self,
         cluster: ClusterWatcher,
-        weights_of: WeightsOf,
+        build_task: BuildTask,
         *,
-        runtime: str,
         slots_per_lane: int,
-        cache_dir: Path,
-        cache_models: int,
         cancel_grace_s: float,
     ) -> None:
         self._cluster = cluster
-        self._weights_of = weights_of
-        self._runtime = runtime
+        self._build_task = build_task
         self._slots = slots_per_lane
-        self._cache_dir = cache_dir
-        self._cache_models = cache_models
         self._grace_s = cancel_grace_s
-        self._parcels: OrderedDict[str, Any] = OrderedDict()
-        """Object refs to weights already put in Ray's object store, by sha256 (the newest
-        few, so a model's bytes are put once while it is in use)."""
         self.node_models: dict[str, list[str]] = {}
         """By node name: the sha256s each node said it keeps."""
         self._hosts = Hosts(cluster, slots_per_lane)
@@ -122,15 +107,7 @@ class RayExecutor:
             raise RunLost(f"the node of lane {ctx.devices[0]} left the cluster")
         task = None
         if job.id not in self._attachable:
-            task = NodeTask(
-                job=job,
-                lanes=ctx.devices,
-                runtime=self._runtime,
-                seed=await anyio.to_thread.run_sync(_read_folder, ctx.workdir),
-                weights=await self._offer(job),
-                cache_dir=str(self._cache_dir),
-                cache_models=self._cache_models,
-            )
+            task = await self._build_task(ctx)
         self._attachable.discard(job.id)
         gpus = 0.0 if ctx.devices[0].endswith("/cpu") else len(ctx.devices) / self._slots
         host = await self._hosts.host_for(job, ctx.devices, node, gpus)
@@ -219,21 +196,6 @@ class RayExecutor:
         log.warning("job %s did not stop within %gs; killing its actor", ctx.job.id, self._grace_s)
         await self._hosts.retire(host)
 
-    async def _offer(self, job: Job) -> WeightsOffer | None:
-        weights = await self._weights_of(job)
-        if weights is None:
-            return None
-        sha256, name, path = weights
-        parcel = self._parcels.get(sha256)
-        if parcel is None:
-            data = await anyio.to_thread.run_sync(path.read_bytes)
-            parcel = await anyio.to_thread.run_sync(ray.put, data)
-            self._parcels[sha256] = parcel
-            while len(self._parcels) > _PARCELS_KEPT:
-                self._parcels.popitem(last=False)
-        self._parcels.move_to_end(sha256)
-        return WeightsOffer(sha256=sha256, name=name, parcel=[parcel])
-
 
 async def _answers(node: ClusterNode) -> bool:
     probe = ping.options(
@@ -256,21 +218,11 @@ def _on_node(error: JobError, node: ClusterNode) -> JobError:
     return JobError(ErrorCode.RUNTIME_ERROR, message)
 
 
-def _read_folder(folder: Path) -> dict[str, bytes]:
-    if not folder.is_dir():
-        return {}
-    return {
-        path.relative_to(folder).as_posix(): path.read_bytes()
-        for path in sorted(folder.rglob("*"))
-        if path.is_file() and path.relative_to(folder).as_posix() not in _SERVER_FILES
-    }
-
-
 def _write_folder(folder: Path, files: dict[str, bytes]) -> None:
     root = folder.resolve()
     for name, data in files.items():
         target = (folder / name).resolve()
-        if not target.is_relative_to(root) or name in _SERVER_FILES:
+        if not target.is_relative_to(root) or not travels(name):
             log.warning("a node sent back %r, outside what it may write; dropped", name)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)

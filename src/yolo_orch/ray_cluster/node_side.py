@@ -18,11 +18,28 @@ import ray
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult, Progress
 from yolo_orch.errors import JobCancelled
 from yolo_orch.failures import failure_of
+from yolo_orch.jobfiles import INPUTS_DIR, JOB_LOG, RESULT_FILE, RESULT_INDEX
 from yolo_orch.ray_cluster.node_cache import NodeModelCache, WeightsOffer
+from yolo_orch.ray_cluster.node_runtime import (
+    NodeRuntimeSpec,
+    ShippedInput,
+    check_shared_dataset,
+    node_runtime,
+    place_inputs,
+)
+from yolo_orch.ray_cluster.nodes import NODE_NAME_CHARS
 from yolo_orch.runners.base import RunContext, Runtime
-from yolo_orch.runners.simulated import SimulatedRuntime
 
 _POLL_S = 0.1
+_SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})
+"""Job folder files the server writes itself."""
+
+
+def travels(name: str) -> bool:
+    """Whether a file of the job's folder (its path relative to it) goes between the server
+    and the node: not the files the server writes itself, and not the inputs, which travel
+    as the task's `inputs` (read under the server's rules) and never come back."""
+    return name not in _SERVER_FILES and not name.startswith(f"{INPUTS_DIR}/")
 
 
 @dataclass(frozen=True)
@@ -30,10 +47,14 @@ class NodeTask:
     job: Job
     lanes: tuple[str, ...]
     """The cluster lanes the dispatcher admitted the job onto (`<node>/cuda:0`, ...)."""
-    runtime: str
+    runtime: NodeRuntimeSpec
     seed: dict[str, bytes]
     """The job folder's files as the server has them (checkpoints to resume from, earlier
     attempts' files), relative paths to bytes."""
+    inputs: list[ShippedInput] | None
+    """An inference job's files in `spec.files` order, read on the server; written into the
+    job's folder on the node, where `spec.files` then points. None: nothing to ship (the
+    simulated runtime's inputs are only names)."""
     weights: WeightsOffer | None
     cache_dir: str
     cache_models: int
@@ -85,12 +106,11 @@ def serve_task(
     node_id: str,
     *,
     cancel: threading.Event | None = None,
-    runtime_for: Callable[[NodeTask], Runtime] | None = None,
+    runtime_for: Callable[[NodeTask], RuntimeOnNode] | None = None,
 ) -> Generator[Event]:
     """`cancel`: set to ask the runner to stop at its next safe point (else a `ray.cancel`
     does); `runtime_for`: the caller's runtimes, kept warm between jobs (else one for this job
     only, `runtime_of`)."""
-    cache = NodeModelCache(Path(task.cache_dir) / node_id, task.cache_models, ray.get)
     events: queue.Queue[Event | None] = queue.Queue()
     cancel = cancel or threading.Event()
     with tempfile.TemporaryDirectory(prefix=f"yolo-orch-{task.job.id}-") as folder:
@@ -101,7 +121,15 @@ def serve_task(
         ending: list[_Ending] = []
         worker = threading.Thread(
             target=_work,
-            args=(task, runtime_for or runtime_of, cache, workdir, events, cancel, ending),
+            args=(
+                task,
+                node_id[:NODE_NAME_CHARS],
+                runtime_for or (lambda task: runtime_of(task, node_id)),
+                workdir,
+                events,
+                cancel,
+                ending,
+            ),
             name=f"job {task.job.id}",
             daemon=True,
         )
@@ -125,8 +153,8 @@ def serve_task(
 
 def _work(
     task: NodeTask,
-    runtime_for: Callable[[NodeTask], Runtime],
-    cache: NodeModelCache,
+    node: str,
+    runtime_for: Callable[[NodeTask], RuntimeOnNode],
     workdir: Path,
     events: queue.Queue[Event | None],
     cancel: threading.Event,
@@ -137,17 +165,22 @@ def _work(
     package_log.addHandler(handler)
     package_log.setLevel(logging.INFO)
     try:
+        on_node = runtime_for(task)
         if task.weights is not None:
-            cache.ensure(task.weights)
-            events.put(ModelsHeld(cache.held()))
+            on_node.cache.ensure(task.weights)
+            events.put(ModelsHeld(on_node.cache.held()))
+        check_shared_dataset(task.job, task.runtime.shared_data_roots, node)
+        job = task.job
+        if task.inputs is not None:
+            job = place_inputs(job, task.inputs, workdir)
         ctx = RunContext(
-            job=task.job,
+            job=job,
             devices=_local_devices(task.lanes),
             workdir=workdir,
             report_progress=lambda progress: events.put(Progressed(progress)),
             should_cancel=cancel.is_set,
         )
-        runner = runtime_for(task).runner(task.job.kind)
+        runner = on_node.runtime.runner(job.kind)
         ending.append(Finished(runner.run(ctx)))
     except JobCancelled:
         ending.append(Stopped())
@@ -165,19 +198,30 @@ def _local_devices(lanes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"cuda:{i}" for i in range(len(lanes)))
 
 
-def runtime_of(task: NodeTask) -> Runtime:
-    """A new runtime for the job; a lane actor keeps one per `runtime_key` for its next jobs."""
-    return _runtime(task.runtime, len(task.lanes))
+@dataclass(frozen=True)
+class RuntimeOnNode:
+    cache: NodeModelCache
+    """The node's kept model files; the runtime resolves the job's weights through it, once
+    `ensure` verified them for the job."""
+    runtime: Runtime
 
 
-def runtime_key(task: NodeTask) -> tuple[str, int]:
-    return task.runtime, len(task.lanes)
+def runtime_of(task: NodeTask, node_id: str) -> RuntimeOnNode:
+    """Blocking: a new runtime for the job, on the node's model cache; a lane actor keeps one
+    per `runtime_key` for its next jobs."""
+    cache = NodeModelCache(Path(task.cache_dir) / node_id, task.cache_models, ray.get)
+    config_dir = Path(task.cache_dir) / "ultralytics"
+    return RuntimeOnNode(cache, node_runtime(task.runtime, len(task.lanes), cache, config_dir))
 
 
-def _runtime(name: str, lane_count: int) -> Runtime:
-    if name != "simulated":
-        raise RuntimeError(f"the {name} runtime does not run on ray nodes yet")
-    return SimulatedRuntime(lane_count)
+RuntimeKey = tuple[NodeRuntimeSpec, int, str, int]
+
+
+def runtime_key(task: NodeTask) -> RuntimeKey:
+    """What a runtime depends on: the server's runtime settings, the job's lane count and the
+    node's model cache (its folder and size), so a warm runtime kept under this key keeps the
+    files the job's settings say."""
+    return task.runtime, len(task.lanes), task.cache_dir, task.cache_models
 
 
 def _changed_files(workdir: Path, seed: dict[str, bytes]) -> dict[str, bytes]:
@@ -185,6 +229,8 @@ def _changed_files(workdir: Path, seed: dict[str, bytes]) -> dict[str, bytes]:
     for path in sorted(workdir.rglob("*")):
         if path.is_file():
             name = path.relative_to(workdir).as_posix()
+            if not travels(name):
+                continue
             data = path.read_bytes()
             if seed.get(name) != data:
                 files[name] = data

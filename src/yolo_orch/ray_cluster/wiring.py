@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
 
 import anyio.to_thread
 import ray
@@ -13,9 +12,13 @@ import ray
 from yolo_orch.admission import Lanes
 from yolo_orch.config import Settings
 from yolo_orch.domain import Job
-from yolo_orch.executor import NodeInfo
+from yolo_orch.executor import Executor, NodeInfo
 from yolo_orch.ray_cluster.executor import RayExecutor
+from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
+from yolo_orch.ray_cluster.node_telemetry import NodeTelemetry
 from yolo_orch.ray_cluster.nodes import ClusterWatcher
+from yolo_orch.ray_cluster.parcels import InputRules, ServerWeights, TaskBuilder
+from yolo_orch.ray_cluster.registration import RegistersResults
 from yolo_orch.registry import ModelRegistry
 
 log = logging.getLogger(__name__)
@@ -25,7 +28,10 @@ log = logging.getLogger(__name__)
 class RayCluster:
     lanes: Lanes
     watcher: ClusterWatcher
-    executor: RayExecutor
+    ray_executor: RayExecutor
+    executor: Executor
+    """`ray_executor`, with the registry's part of each run done on the server."""
+    telemetry: NodeTelemetry
 
     @property
     def reachable(self) -> bool:
@@ -33,16 +39,17 @@ class RayCluster:
 
     def node_infos(self) -> list[NodeInfo]:
         return [
-            NodeInfo(node.name, node.address, self.executor.node_models.get(node.name, []))
+            NodeInfo(
+                node.name,
+                node.address,
+                self.ray_executor.node_models.get(node.name, []),
+                self.telemetry.readings.get(node.name),
+            )
             for node in self.watcher.nodes.values()
         ]
 
 
 async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitStack) -> RayCluster:
-    if settings.runtime != "simulated":
-        raise RuntimeError(
-            'executor = "ray" runs the simulated runtime only, for now: set runtime = "simulated"'
-        )
     address = settings.ray_address or None
     await anyio.to_thread.run_sync(
         lambda: ray.init(
@@ -63,21 +70,43 @@ async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitSta
     )
     await watcher.refresh()
 
-    async def weights_of(job: Job) -> tuple[str, str, Path] | None:
+    async def weights_of(job: Job) -> ServerWeights | None:
         if job.model_id is None:
             return None
         model = await models.get(job.model_id)
-        return model.sha256, model.name, models.path_of(model)
+        return ServerWeights(model.id, model.sha256, model.name, model.task, models.path_of(model))
 
-    executor = RayExecutor(
-        watcher,
+    build_task = TaskBuilder(
         weights_of,
-        runtime=settings.runtime,
-        slots_per_lane=settings.slots_per_lane,
+        node_runtime_spec(settings),
+        InputRules(
+            data_roots=tuple(settings.data_roots),
+            max_files=settings.max_files_per_job,
+            max_image_pixels=settings.max_image_pixels,
+            max_bytes=settings.ray_max_input_bytes,
+        ),
         cache_dir=settings.ray_node_cache_dir,
         cache_models=settings.ray_node_cache_models,
+        put=ray.put,
+    )
+    executor = RayExecutor(
+        watcher,
+        build_task,
+        slots_per_lane=settings.slots_per_lane,
         cancel_grace_s=settings.ray_cancel_grace_s,
     )
     stack.push_async_callback(executor.close)  # after the drain, before ray.shutdown
     log.info("connected to the ray cluster: %d node(s)", len(watcher.nodes))
-    return RayCluster(lanes, watcher, executor)
+    telemetry = NodeTelemetry(watcher, settings.ray_telemetry_interval_s)
+    return RayCluster(lanes, watcher, executor, RegistersResults(executor, models), telemetry)
+
+
+def node_runtime_spec(settings: Settings) -> NodeRuntimeSpec:
+    """The runtime each node builds: the one this server would run."""
+    return NodeRuntimeSpec(
+        name=settings.runtime,
+        model_cache_size=settings.model_cache_size,
+        cpu_threads=settings.cpu_threads,
+        max_image_pixels=settings.max_image_pixels,
+        shared_data_roots=tuple(str(root) for root in settings.shared_data_roots),
+    )

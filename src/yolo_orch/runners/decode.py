@@ -40,6 +40,8 @@ class InputFile:
     """Absolute, resolved by the server at submission."""
     name: str
     """What the client called it; the result reports this, not server paths."""
+    refused: str | None = None
+    """Why it is not read at all: the server, which read it for a Ray node, refused it."""
 
 
 def read_inputs(spec: JsonObject) -> list[InputFile]:
@@ -54,7 +56,9 @@ def read_inputs(spec: JsonObject) -> list[InputFile]:
         path = Path(entry["path"])
         if not path.is_absolute():
             raise InvalidJobInput(f"spec.files must hold absolute paths: {str(path)!r}")
-        files.append(InputFile(path, str(entry.get("name", path.name))))
+        refused = entry.get("refused")
+        name = str(entry.get("name", path.name))
+        files.append(InputFile(path, name, None if refused is None else str(refused)))
     return files
 
 
@@ -75,7 +79,7 @@ def decoded_chunks(
     chunk: list[tuple[int, NDArray[np.uint8] | str]] = []
     held = 0
     for index, source in enumerate(sources):
-        image = _decode(source.path, roots, max_pixels)
+        image = source.refused or _decode(source.path, roots, max_pixels)
         chunk.append((index, image))
         if not isinstance(image, str):
             held += image.nbytes

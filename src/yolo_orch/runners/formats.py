@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     from ultralytics.models import YOLO
 
 __all__ = [
+    "compile_openvino_for_lane",
     "export_packages",
     "installed_version",
     "lane_runtime",
-    "limit_openvino_threads",
     "load_variant",
     "require_packages",
     "runnable_formats",
@@ -122,15 +122,23 @@ def load_variant(resolved: ResolvedVariant, task: str) -> YOLO:
     return YOLO(str(resolved.entry), task=task)
 
 
-def limit_openvino_threads(model: YOLO, folder: Path, threads: int) -> None:
+def compile_openvino_for_lane(model: YOLO, folder: Path, threads: int, half: bool) -> None:
     """Compile a loaded OpenVINO model (its predictor set up) again, to run on `threads` CPU
-    threads, as torch does on the lane (`inference.default_cpu_threads`).
+    threads, as torch does on the lane (`inference.default_cpu_threads`), and in the precision
+    the variant was exported for.
 
-    ultralytics compiles it with OpenVINO's LATENCY hint, which takes every core: on 2 shared
-    cores that left the event loop without one, and batch-1 calls ran slower than on one thread
-    (raw OpenVINO, imgsz 320: 95 img/s on 2 threads, 145 on 1). Later per-shape recompiles
-    (ultralytics does them for INT8 dynamic models on AMX CPUs) keep the limit. If ultralytics'
-    backend no longer has the attributes this relies on, the model runs as ultralytics set it.
+    Threads: ultralytics compiles with OpenVINO's LATENCY hint, which takes every core; on 2
+    shared cores that left the event loop without one, and batch-1 calls ran slower than on one
+    thread (raw OpenVINO, imgsz 320: 95 img/s on 2 threads, 145 on 1).
+
+    Precision: OpenVINO's CPU plugin runs even an FP32 model in bfloat16 on CPUs with AMX or
+    AVX-512 BF16, which moved boxes by tens of pixels on an input-sensitive network. A full
+    precision variant therefore runs in f32 (half the speed of bfloat16 on such CPUs; the same
+    elsewhere); a half variant keeps the CPU's default, its fastest 16-bit type where it has one.
+
+    Later per-shape recompiles (ultralytics does them for INT8 dynamic models on AMX CPUs) keep
+    these settings. If ultralytics' backend no longer has the attributes this relies on, the
+    model runs as ultralytics set it, and a warning says so.
     """
     predictor = model.predictor
     backend = getattr(getattr(predictor, "model", None), "backend", None)
@@ -139,11 +147,14 @@ def limit_openvino_threads(model: YOLO, folder: Path, threads: int) -> None:
     if backend is None or not (
         isinstance(compile_model, functools.partial) and isinstance(config, dict)
     ):
-        log.warning("cannot limit OpenVINO's threads: ultralytics' OpenVINO backend changed")
+        log.warning("cannot set OpenVINO's threads and precision: its ultralytics backend changed")
         return
     import openvino
 
-    limited = functools.partial(compile_model, config={**config, "INFERENCE_NUM_THREADS": threads})
+    settings: dict[str, object] = {**config, "INFERENCE_NUM_THREADS": threads}
+    if not half:
+        settings["INFERENCE_PRECISION_HINT"] = "f32"
+    for_lane = functools.partial(compile_model, config=settings)
     xml = next(folder.glob("*.xml"))
-    backend.compile_model = limited
-    backend.ov_compiled_model = limited(openvino.Core().read_model(xml))
+    backend.compile_model = for_lane
+    backend.ov_compiled_model = for_lane(openvino.Core().read_model(xml))

@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from yolo_orch.params.inference import InferenceParams
-from yolo_orch.runners.formats import limit_openvino_threads, load_variant
+from yolo_orch.runners.formats import compile_openvino_for_lane, load_variant
 from yolo_orch.variant_registry import ResolvedVariant
 from yolo_orch.variants import ExportFormat
 from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
@@ -69,9 +69,13 @@ def load_exported(
     model = load_variant(resolved, task)
     name = f"{resolved.variant.format} variant {resolved.variant.id}"
     # OpenVINO gets the CPU threads the runner gave torch in this worker thread (the lane's).
-    threads = torch.get_num_threads()
     tune = (
-        partial(limit_openvino_threads, folder=resolved.entry, threads=threads)
+        partial(
+            compile_openvino_for_lane,
+            folder=resolved.entry,
+            threads=torch.get_num_threads(),
+            half=resolved.variant.lineage.half,
+        )
         if resolved.variant.format is ExportFormat.OPENVINO
         else None
     )

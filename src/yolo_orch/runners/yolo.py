@@ -1,9 +1,11 @@
-"""The real runtime: ultralytics on this host's GPUs (or its CPU), weights from the registry."""
+"""The real runtime: ultralytics on this host's GPUs (or its CPU), weights from the registry (or,
+on a Ray node, from the node's verified cache: `ModelAccess`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import anyio.from_thread
 
@@ -31,12 +33,34 @@ def detect_lanes() -> list[str]:
     return ["cpu"]
 
 
+class ModelAccess(Protocol):
+    """Where the runners' models come from and where what they make goes: the registry on the
+    server (`RegistryAccess`); a node's verified cache on a Ray node. Called from the runners'
+    worker threads."""
+
+    def resolve(self, ref: str) -> ResolvedWeights: ...
+
+    def resolve_variants(self, model_id: str) -> list[ResolvedVariant]:
+        """The model's usable variants, newest first."""
+        ...
+
+    def register_model(self, path: Path, name: str, job_id: str) -> JsonObject:
+        """A training job's best.pt, registered under `name`; the model's public view."""
+        ...
+
+    def register_variant(self, files: ExportedFiles) -> JsonObject: ...
+
+    def watched(self, runner: Runner) -> Runner:
+        """`runner`, with whatever a model found tampered while it runs means here."""
+        ...
+
+
 class UltralyticsRuntime:
     name = "ultralytics"
 
     def __init__(
         self,
-        registry: ModelRegistry,
+        models: ModelAccess,
         config_dir: Path,
         *,
         model_cache_size: int,
@@ -45,26 +69,23 @@ class UltralyticsRuntime:
         max_image_pixels: int,
     ) -> None:
         configure_ultralytics(config_dir)  # before anything imports ultralytics
-        self._registry = registry
+        self._models = models
         self.inference = YoloInferenceRunner(
-            self._resolve_weights,
+            models.resolve,
             model_cache_size,
             cpu_threads=cpu_threads,
             max_image_pixels=max_image_pixels,
             data_roots=data_roots,
-            resolve_variants=self._resolve_variants,
+            resolve_variants=models.resolve_variants,
         )
         self.training = YoloTrainingRunner(
-            self._resolve_weights,
-            self._register_model,
-            data_roots=data_roots,
-            cpu_threads=cpu_threads,
+            models.resolve, models.register_model, data_roots=data_roots, cpu_threads=cpu_threads
         )
         self.validation = YoloValidationRunner(
-            self._resolve_weights, data_roots=data_roots, cpu_threads=cpu_threads
+            models.resolve, data_roots=data_roots, cpu_threads=cpu_threads
         )
         self.export = YoloExportRunner(
-            self._resolve_weights, self._register_variant, data_roots=data_roots
+            models.resolve, models.register_variant, data_roots=data_roots
         )
         self._runners: dict[JobKind, Runner] = {
             JobKind.INFERENCE: self.inference,
@@ -77,7 +98,7 @@ class UltralyticsRuntime:
         return detect_lanes()
 
     def runner(self, kind: JobKind) -> Runner:
-        return MarksTamperedModels(self._runners[kind], self._registry)
+        return self._models.watched(self._runners[kind])
 
     def provides(self, model: str, kind: JobKind) -> bool:
         """Training may start from a shipped architecture (`yolo11n.yaml`); every other model
@@ -99,7 +120,17 @@ class UltralyticsRuntime:
     def cache_stats(self) -> tuple[int, int]:
         return self.inference.cache_hits, self.inference.loads
 
-    def _register_model(self, path: Path, name: str, job_id: str) -> JsonObject:
+
+class RegistryAccess:
+    """The runners' models on the server: the registry, which lives on the event loop."""
+
+    def __init__(self, registry: ModelRegistry) -> None:
+        self._registry = registry
+
+    def watched(self, runner: Runner) -> Runner:
+        return MarksTamperedModels(runner, self._registry)
+
+    def register_model(self, path: Path, name: str, job_id: str) -> JsonObject:
         """A training job's best.pt enters the registry like any import: fingerprinted, and
         the same bytes again (a rerun after a crash) return the model registered before."""
         model = anyio.from_thread.run(
@@ -107,7 +138,7 @@ class UltralyticsRuntime:
         )
         return model_view(model)
 
-    def _register_variant(self, files: ExportedFiles) -> JsonObject:
+    def register_variant(self, files: ExportedFiles) -> JsonObject:
         """An export's files enter the registry as a variant of the model they came from."""
 
         async def register() -> JsonObject:
@@ -125,11 +156,11 @@ class UltralyticsRuntime:
 
         return anyio.from_thread.run(register)
 
-    def _resolve_weights(self, ref: str) -> ResolvedWeights:
+    def resolve(self, ref: str) -> ResolvedWeights:
         # Runners run in worker threads; the registry lives on the event loop.
         return anyio.from_thread.run(self._registry.resolve, ref)
 
-    def _resolve_variants(self, model_id: str) -> list[ResolvedVariant]:
+    def resolve_variants(self, model_id: str) -> list[ResolvedVariant]:
         return anyio.from_thread.run(self._registry.variants.resolve, model_id)
 
 

@@ -1,8 +1,9 @@
 """The durable job store, on the `SQLiteDatabase` (`sqlite_db.py`: one writer, group commit,
-`synchronous=FULL`). Its ops use few statements (aiosqlite costs a thread hop per statement):
-`create` is one `INSERT ... SELECT ... WHERE <room in the queue> AND <model usable> ON CONFLICT
-(idempotency_key) DO NOTHING RETURNING *`, and reads why only on the rare refusal; the
-dispatcher's writes are single `UPDATE ... RETURNING`s."""
+`synchronous=FULL`). Its ops use few statements (each costs SQLAlchemy's Python work on a
+thread that shares the GIL with the event loop): `create` is one `INSERT ... SELECT ... WHERE
+<room in the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING RETURNING *`,
+and reads why only on the rare refusal; the dispatcher's writes are single `UPDATE ...
+RETURNING`s."""
 
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""The database under the durable stores: SQLite in WAL mode, `synchronous=FULL`, over aiosqlite
-(SQLAlchemy Core statements through the async engine). One `SQLiteDatabase` serves both the job
-store (`sqlite.py`) and the model store (`sqlite_registry.py`).
+"""The database under the durable stores: SQLite in WAL mode, `synchronous=FULL`, through
+SQLAlchemy Core on the standard `sqlite3` driver, in threads of its own. One `SQLiteDatabase`
+serves both the job store (`sqlite.py`) and the model store (`sqlite_registry.py`).
 
 Writes: one writer, group commit. SQLite allows one writer at a time, and with
 `synchronous=FULL` each commit waits for an fsync. So every write is a small synchronous
 function of a `Connection` (an "op"), and all writes go through `SQLiteDatabase.write`, which
-queues the op. One committer task owns the one write connection and runs the ops in batches
-(through `AsyncConnection.run_sync`): all the ops that arrived while the previous batch was
-committing run in ONE transaction (one `BEGIN IMMEDIATE`, one `COMMIT`, one fsync), and each
+queues the op. One committer task owns the one write connection and runs the ops in batches,
+a whole batch in one call on a worker thread: all the ops that arrived while the previous batch
+was committing run in ONE transaction (one `BEGIN IMMEDIATE`, one `COMMIT`, one fsync), and each
 op's result or error goes back to its own caller. A caller is answered only after its batch has
 committed, so an acknowledged write is durable. Writes stay serialised (one connection, one
 transaction at a time), and `BEGIN IMMEDIATE` takes SQLite's write lock before any read, so a
@@ -20,16 +20,22 @@ writer in another process (a migration, a tool).
 - Any other error (the database's, or a bug) rolls back the whole batch; its ops are then run
   again one by one, each in its own transaction, so that only the op at fault fails.
 - A caller cancelled while it waits does not cancel its op: the op is already queued, and the
-  transaction belongs to the committer task, which always ends it. No cancellation can leave
-  the write lock held. Reads are shielded from their callers' cancellation for the same reason.
-- The ops themselves use few statements (aiosqlite costs a thread hop per statement): `create`
-  is one `INSERT ... SELECT ... WHERE <room in the queue> AND <model usable> ON CONFLICT
-  (idempotency_key) DO NOTHING RETURNING *`, and reads why only on the rare refusal; the
-  dispatcher's writes are single `UPDATE ... RETURNING`s.
+  transaction belongs to the committer task, whose thread always ends it (a cancelled
+  committer waits for its thread first). No cancellation can leave the write lock held. Reads
+  are shielded from their callers' cancellation for the same reason.
+- The ops themselves use few statements: `create` is one `INSERT ... SELECT ... WHERE <room in
+  the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING RETURNING *`, and
+  reads why only on the rare refusal; the dispatcher's writes are single `UPDATE ...
+  RETURNING`s.
 
-Reads: a read is an op too, run in one deferred transaction on a pooled read connection;
-thanks to WAL they never wait for the writer. (Measured against the same design on the sync
-driver in threads of its own: aiosqlite's hops cost 15-25% of submission throughput.)
+Reads: a read is an op too, run in one deferred transaction on a pooled read connection, on
+one of `READ_THREADS` threads; thanks to WAL they never wait for the writer.
+
+Why threads and not aiosqlite: aiosqlite hands every statement to its thread and back (a
+future, a queue, a loop wake-up, GIL hand-offs), and SQLAlchemy's async layer adds a greenlet
+switch per statement; a batch of N creates was 3N + 2 round trips on the event loop. Here a
+batch is one hand-off, and the statements run while the loop serves requests (sqlite3 lets the
+GIL go while SQLite works and fsyncs). Measured with `bench.submit` (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -41,12 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
-from sqlalchemy import (
-    event,
-)
+import anyio
+import anyio.to_thread
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import NullPool, QueuePool
 
 from yolo_orch.errors import (
     YoloOrchError,
@@ -63,11 +68,13 @@ _PRAGMAS = (
 
 _BEGIN_MODE = "yolo_orch_begin_mode"
 """Execution option read by `_begin`: "IMMEDIATE" for writes, else a deferred BEGIN."""
+READ_THREADS = 4
+"""Reads at once (and pooled read connections)."""
 
 
 def sync_url(url: str) -> str:
-    """`sqlite+aiosqlite:///x` -> `sqlite:///x`: the same database through the sync driver, for
-    Alembic."""
+    """`sqlite+aiosqlite:///x` -> `sqlite:///x`: the same database through the standard driver,
+    which the stores and Alembic use (the configured URL keeps its historical driver name)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         raise ValueError(f"not a SQLite database URL: {parsed!r}")
@@ -93,8 +100,8 @@ def _begin(conn: Connection) -> None:
 _T = TypeVar("_T")
 
 Op = Callable[[Connection], _T]
-"""A read or a write: a function of a connection, run inside a transaction (through
-SQLAlchemy's `run_sync`, each of its statements goes to aiosqlite's own thread)."""
+"""A read or a write: a function of a connection, run inside a transaction on a thread of the
+database's (never on the event loop)."""
 
 
 @dataclass
@@ -106,24 +113,33 @@ class _Write(Generic[_T]):
 
 
 class SQLiteDatabase:
-    """The one write connection with its queue of ops, and a pool of read connections, all
-    over aiosqlite; shared by the stores so that all their writes go through one queue."""
+    """The one write connection with its queue of ops, and a pool of read connections; shared
+    by the stores so that all their writes go through one queue."""
 
     def __init__(self, database_url: str) -> None:
-        self._url = database_url
-        self._reader_engine: AsyncEngine | None = None
-        self._writer_engine: AsyncEngine | None = None
-        self._conn: AsyncConnection | None = None
-        """The write connection; only the committer task uses it."""
+        self._url = sync_url(database_url)
+        self._reader_engine: Engine | None = None
+        self._writer_engine: Engine | None = None
+        self._conn: Connection | None = None
+        """The write connection; only the committer task's thread uses it."""
         self._pending: list[_Write[Any]] = []
         self._committer: asyncio.Task[None] | None = None
+        self._writer_thread = anyio.CapacityLimiter(1)
+        self._read_threads = anyio.CapacityLimiter(READ_THREADS)
 
     async def open(self) -> None:
-        self._reader_engine = _engine(create_async_engine(self._url))
-        self._writer_engine = _engine(create_async_engine(self._url, poolclass=NullPool))
-        self._conn = await self._writer_engine.execution_options(
-            **{_BEGIN_MODE: "IMMEDIATE"}
-        ).connect()
+        # Connections move between worker threads (one thread uses one at a time).
+        shared = {"check_same_thread": False}
+        self._reader_engine = _engine(
+            create_engine(
+                self._url, poolclass=QueuePool, pool_size=READ_THREADS, connect_args=shared
+            )
+        )
+        self._writer_engine = _engine(
+            create_engine(self._url, poolclass=NullPool, connect_args=shared)
+        )
+        writer = self._writer_engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
+        self._conn = await self._on_writer(writer.connect)
 
     async def close(self) -> None:
         while self._committer is not None:  # answer every write already asked for
@@ -137,10 +153,10 @@ class SQLiteDatabase:
                 # successor, if writes were waiting, is `self._committer` now): close anyway.
                 log.warning("the SQLite committer failed", exc_info=not committer.cancelled())
         if self._conn is not None:
-            await self._conn.close()
+            await self._on_writer(self._conn.close)
         for engine in (self._writer_engine, self._reader_engine):
             if engine is not None:
-                await engine.dispose()
+                await anyio.to_thread.run_sync(engine.dispose)
         self._reader_engine = self._writer_engine = None
         self._conn = None
 
@@ -163,12 +179,13 @@ class SQLiteDatabase:
         transaction short and hand a connection back to the pool in the middle of it."""
         if self._reader_engine is None:
             raise RuntimeError("SQLiteDatabase is not open; call open() first")
-        return await asyncio.shield(asyncio.ensure_future(self._read(self._reader_engine, op)))
+        engine = self._reader_engine
+        read = anyio.to_thread.run_sync(_run_read, engine, op, limiter=self._read_threads)
+        return await asyncio.shield(asyncio.ensure_future(read))
 
-    @staticmethod
-    async def _read(engine: AsyncEngine, op: Op[_T]) -> _T:
-        async with engine.connect() as conn:
-            return await conn.run_sync(_run_read, op)
+    async def _on_writer(self, work: Callable[..., _T], *args: Any) -> _T:
+        """`work` on the writer's thread; a cancelled caller waits for it to end first."""
+        return await anyio.to_thread.run_sync(work, *args, limiter=self._writer_thread)
 
     async def _commit_pending(self) -> None:
         """The committer task: runs the waiting writes in batches, one transaction each.
@@ -182,7 +199,7 @@ class SQLiteDatabase:
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
-                    await conn.run_sync(_run_batch, batch)
+                    await self._on_writer(_run_batch, conn, batch)
                 except BaseException as exc:  # e.g. cancelled at shutdown: answer every caller
                     for write in batch:
                         if write.future.done():
@@ -211,8 +228,8 @@ class SQLiteDatabase:
                     self._committer = asyncio.create_task(self._commit_pending())
 
 
-def _run_read(conn: Connection, op: Op[_T]) -> _T:
-    with conn.begin():
+def _run_read(engine: Engine, op: Op[_T]) -> _T:
+    with engine.connect() as conn, conn.begin():
         return op(conn)
 
 
@@ -236,9 +253,9 @@ def _run_batch(conn: Connection, batch: list[_Write[Any]]) -> None:
             _run_batch(conn, [write])
 
 
-def _engine(engine: AsyncEngine) -> AsyncEngine:
-    event.listen(engine.sync_engine, "connect", _on_connect)
-    event.listen(engine.sync_engine, "begin", _begin)
+def _engine(engine: Engine) -> Engine:
+    event.listen(engine, "connect", _on_connect)
+    event.listen(engine, "begin", _begin)
     return engine
 
 
