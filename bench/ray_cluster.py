@@ -13,7 +13,11 @@ nothing but loopback (`unshare -n`, as root) and refuses to start Ray anywhere e
   `Prefer: wait`: the client's latency, and the run's (started_at..finished_at) cost beyond its
   10 ms;
 - node join: every lane held, one job queued, then a 1-GPU node joins: the time from
-  `add_node` returning to that job starting, and ending.
+  `add_node` returning to that job starting, and ending;
+- per-job cost of the three ways a job runs, below the server, in this process: a thread
+  (`ThreadExecutor`), a fresh Ray task pinned to the node (how the Ray executor ran every job
+  before lane actors), and the lane's warm actor (`RayExecutor`, how it runs inference now):
+  the median wall time of `--jobs` 10 ms jobs beyond their 10 ms.
 """
 
 from __future__ import annotations
@@ -27,8 +31,11 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from datetime import datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -141,6 +148,129 @@ def node_join(url: str, cluster: Any) -> dict[str, float]:
     }
 
 
+def paths(cluster: Any, count: int, folder: Path) -> dict[str, float]:
+    """Milliseconds per job beyond its work, for a thread, a pinned task and a warm lane
+    actor, each running the same tiny simulated inference `count` times."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from yolo_orch.admission import Lanes
+    from yolo_orch.executor import ThreadExecutor
+    from yolo_orch.ray_cluster.executor import RayExecutor
+    from yolo_orch.ray_cluster.node_side import serve_task
+    from yolo_orch.ray_cluster.nodes import ClusterWatcher
+    from yolo_orch.runners.simulated import SimulatedRuntime
+
+    @ray.remote(num_cpus=0, max_retries=0, num_returns="streaming")
+    def as_task(task: Any) -> Any:
+        yield from serve_task(task, ray.get_runtime_context().get_node_id())
+
+    ray.init(address=cluster.address, namespace="bench-paths", log_to_driver=False)
+    try:
+        watcher = ClusterWatcher(
+            Lanes([], 1, dynamic=True), ray.nodes, lambda: None, cpu_lanes=False, interval_s=1.0
+        )
+        asyncio.run(watcher.refresh())
+        node = next(node for node in watcher.nodes.values() if node.gpus)
+        lane = node.lanes(cpu_lanes=False)[0]
+
+        async def build_task(ctx: Any) -> Any:
+            return _node_task(ctx, folder)
+
+        actor_executor = RayExecutor(watcher, build_task, slots_per_lane=1, cancel_grace_s=1.0)
+        threads = ThreadExecutor(SimulatedRuntime(1), 1)
+        pinned = as_task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+        )
+
+        async def thread_run(index: int) -> None:
+            await threads.run(_context(index, "sim:0", folder))
+
+        async def task_run(index: int) -> None:
+            ctx = _context(index, lane, folder)
+            stream: Any = pinned.remote(_node_task(ctx, folder))  # a streaming generator
+            async for ref in stream:
+                await ref
+
+        async def actor_run(index: int) -> None:
+            await actor_executor.run(_context(index, lane, folder))
+
+        async def measure(run_one: Callable[[int], Awaitable[None]]) -> float:
+            await run_one(-1)  # warm: the worker, the actor
+            costs = []
+            for index in range(count):
+                started = time.perf_counter()
+                await run_one(index)
+                costs.append(time.perf_counter() - started - TINY_S)
+                # off the lane's path (its next job starts meanwhile), so not timed
+                await actor_executor.release(f"bench-{index}")
+            return 1000 * statistics.median(costs)
+
+        async def all_paths() -> dict[str, float]:
+            costs = {
+                "thread_ms": await measure(thread_run),
+                "task_ms": await measure(task_run),
+                "lane_actor_ms": await measure(actor_run),
+            }
+            await actor_executor.close()
+            return costs
+
+        return asyncio.run(all_paths())
+    finally:
+        ray.shutdown()
+
+
+def _context(index: int, lane: str, folder: Path) -> Any:
+    from yolo_orch.domain import Job, JobKind, JobState
+    from yolo_orch.runners.base import RunContext
+
+    job = Job(
+        id=f"bench-{index}",
+        seq=1,
+        kind=JobKind.INFERENCE,
+        state=JobState.RUNNING,
+        model="sim",
+        model_id=None,
+        spec={"inputs": ["x.jpg"], "params": {"sim_seconds": TINY_S, "sim_steps": 1}},
+        priority=0,
+        gpus=1,
+        devices=(lane,),
+        attempt=1,
+        max_attempts=1,
+        created_at=datetime.now(UTC),
+    )
+    return RunContext(
+        job=job,
+        devices=(lane,),
+        workdir=folder / job.id,
+        report_progress=lambda progress: None,
+        should_cancel=lambda: False,
+    )
+
+
+def _node_task(ctx: Any, folder: Path) -> Any:
+    from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
+    from yolo_orch.ray_cluster.node_side import NodeTask
+
+    simulated = NodeRuntimeSpec(
+        name="simulated",
+        model_cache_size=1,
+        cpu_threads=None,
+        max_image_pixels=1 << 24,
+        shared_data_roots=(),
+    )
+    return NodeTask(
+        job=ctx.job,
+        lanes=ctx.devices,
+        runtime=simulated,
+        seed={},
+        inputs=None,
+        weights=None,
+        cache_dir=str(folder / "cache"),
+        cache_models=1,
+    )
+
+
 def _ts(stamp: Any) -> float:
     return datetime.fromisoformat(str(stamp)).timestamp()
 
@@ -175,6 +305,8 @@ def run(args: argparse.Namespace) -> None:
                 if name == "ray":
                     row |= node_join(server.url, cluster)
                 rows[name] = row
+        with tempfile.TemporaryDirectory() as folder:
+            costs = paths(cluster, args.jobs, Path(folder))
     finally:
         cluster.shutdown()
     print(f"load average: {os.getloadavg()[0]:.2f}; {args.seconds}s jobs for utilisation")
@@ -190,6 +322,11 @@ def run(args: argparse.Namespace) -> None:
     print(
         f"node join -> its first job started: {ray_row['to_start_s']:.2f}s, "
         f"ended: {ray_row['to_end_s']:.2f}s"
+    )
+    print(
+        f"per-job cost below the server (median of {args.jobs} {TINY_S * 1000:.0f} ms jobs): "
+        f"thread {costs['thread_ms']:.1f} ms, pinned ray task {costs['task_ms']:.1f} ms, "
+        f"warm lane actor {costs['lane_actor_ms']:.1f} ms"
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -37,6 +37,9 @@ class ScriptedExecutor:
         self.active: Counter[str] = Counter()
         self.started: list[str] = []
         self.devices: dict[str, tuple[str, ...]] = {}
+        self.survivors: set[str] = set()
+        """Jobs whose runs went on without the last server (as on a cluster)."""
+        self.released: list[str] = []
 
     async def run(self, ctx: RunContext) -> JobResult:
         for device in ctx.devices:
@@ -49,6 +52,12 @@ class ScriptedExecutor:
         finally:
             for device in ctx.devices:
                 self.active[device] -= 1
+
+    async def surviving(self, jobs: Sequence[Job]) -> set[str]:
+        return {job.id for job in jobs} & self.survivors
+
+    async def release(self, job_id: str) -> None:
+        self.released.append(job_id)
 
 
 class Harness:
@@ -284,3 +293,44 @@ async def test_jobs_left_by_a_drain_are_not_crash_suspects(tmp_path: Path) -> No
     release.set()
     await second.drain(grace_s=5)
     await task
+
+
+async def test_runs_that_went_on_without_the_server_are_followed_not_requeued(
+    tmp_path: Path,
+) -> None:
+    """On a cluster a run outlives a crashed server: the next one takes its lanes back, follows
+    it in the same attempt and releases it once its outcome is committed; a run that did not
+    survive is requeued as ever."""
+    store = InMemoryJobStore()
+    survivor, lost = [
+        (await store.create(new, max_queued=10, now=utcnow()))[0]
+        for new in (NewJob(kind=JobKind.INFERENCE, model="sim", spec={}) for _ in "ab")
+    ]
+    await store.claim(survivor.id, ("sim:1",), utcnow())
+    await store.claim(lost.id, ("sim:0",), utcnow())
+    await store.cancel(survivor.id, utcnow())  # asked before the crash: still asked after
+
+    seen: list[tuple[str, int, tuple[str, ...], bool]] = []
+
+    async def behaviour(ctx: RunContext) -> JobResult:
+        seen.append((ctx.job.id, ctx.job.attempt, ctx.devices, ctx.should_cancel()))
+        return JobResult(summary={})
+
+    executor = ScriptedExecutor(slots=1, behaviour=behaviour)
+    executor.survivors = {survivor.id}
+    lanes = Lanes(["sim:0", "sim:1"], 1)
+    dispatcher = Dispatcher(store, lanes, executor, JobFiles(tmp_path))
+    recovered = await dispatcher.recover()
+    assert [(job.id, job.state) for job in recovered] == [(lost.id, JobState.QUEUED)]
+    assert survivor.id in dispatcher.running_jobs
+    task = asyncio.create_task(dispatcher.run())
+    harness = Harness(store, lanes, dispatcher)
+    jobs = {job.id: job for job in await harness.all_terminal()}
+    await dispatcher.drain(grace_s=5)
+    await task
+
+    assert seen[0] == (survivor.id, 1, ("sim:1",), True)
+    assert (seen[1][0], seen[1][1]) == (lost.id, 2)
+    assert (jobs[survivor.id].state, jobs[survivor.id].attempt) == (JobState.SUCCEEDED, 1)
+    assert sorted(executor.released) == sorted([survivor.id, lost.id])
+    assert lanes.free_slots == 2

@@ -308,6 +308,12 @@ class Settings(BaseSettings):
     ray_poll_interval_s: float = Field(
         default=1.0, gt=0, description="How often the cluster's nodes are read (joins, losses)."
     )
+    ray_namespace: str = Field(
+        default="yolo-orch",
+        min_length=1,
+        description="The Ray namespace of this server's actors (its lanes' and its runs'): "
+        "each server sharing a cluster needs its own.",
+    )
     ray_telemetry_interval_s: float = Field(
         default=5.0,
         gt=0,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import anyio
 import anyio.to_thread
@@ -28,8 +28,9 @@ from yolo_orch.executor import Executor
 from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
+from yolo_orch.recovery import settle_left_running
 from yolo_orch.run_limits import RunLimits
-from yolo_orch.run_records import ProgressWriter, record_outcome
+from yolo_orch.run_records import OnRunEnd, ProgressWriter, record_outcomes
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, write_result
 from yolo_orch.store.base import JobStore
@@ -50,7 +51,7 @@ class Dispatcher:
         retry_delay_s: float = 1.0,
         limits: RunLimits | None = None,
         priority_aging_per_minute: float = 0.0,
-        on_run_end: Callable[[Job, Outcome, float], None] | None = None,
+        on_run_end: OnRunEnd | None = None,
         batching: BatchPolicy | None = None,
         on_batch: OnBatch | None = None,
     ) -> None:
@@ -93,16 +94,27 @@ class Dispatcher:
         return list(self._runs)
 
     async def recover(self) -> list[Job]:
-        """Settle the jobs a previous process left RUNNING; call before `run`."""
-        # Read before the recovery: a drained job gets its attempt back.
-        drained = await anyio.to_thread.run_sync(self._files.take_abandoned)
-        changed = await self._store.recover(utcnow(), frozenset(drained))
-        for job in changed:
-            log.warning("recovered job %s after a stop: now %s", job.id, job.state)
-        self._suspects = {
-            job.id for job in changed if job.state is JobState.QUEUED and job.id not in drained
-        }
-        return changed
+        """Settle the jobs a previous process left RUNNING (`recovery.py`); call before `run`.
+        Those whose runs went on without it (on a cluster) are followed again, on the lanes
+        they hold."""
+        left = await settle_left_running(self._store, self._executor, self._files, self._lanes)
+        for job, lanes in left.surviving:
+            await self._adopt(job, lanes)
+        self._suspects = left.suspects
+        return left.changed
+
+    async def _adopt(self, job: Job, lanes: tuple[Lane, ...]) -> None:
+        """Run a job that is RUNNING already (claimed by an earlier server) on its lanes."""
+        for lane in lanes:
+            await lane.semaphore.acquire()  # never waits: nothing ran before recovery
+            lane.jobs.add(job.id)
+        batch = Batch(job.id, lanes)
+        self._register(batch, [job], None)
+        run = self._runs[job.id]
+        self._took(batch, run, job, asyncio.get_running_loop().time())
+        if job.cancel_requested:
+            run.cancel.set()
+        run.task = asyncio.create_task(self._run_batch(batch, []), name=f"job {job.id}")
 
     def wake(self) -> None:
         self._wakeup.set()
@@ -195,10 +207,6 @@ class Dispatcher:
                 self._start(batch, [job, *joined])
                 started = True
 
-    def _admits(self) -> bool:
-        """Not stopping, and no lane wedged (the server restarts once the other runs end)."""
-        return not self._stopping and not self._watchdog.wedged_runs
-
     def _order(self) -> QueueOrder:
         return QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
 
@@ -252,12 +260,16 @@ class Dispatcher:
                 if isinstance(claimed, BaseException):
                     log.error("could not claim job %s", job.id, exc_info=claimed)
                 continue
-            run.lanes = batch.lanes
-            run.timeout_s = self._limits.timeout_for(claimed)
-            run.started = run.moved = started
-            batch.jobs.append(claimed)
-            if claimed.id != batch.holder:
-                batch.room -= image_count(claimed)
+            self._took(batch, run, claimed, started)
+
+    def _took(self, batch: Batch, run: Run, job: Job, started: float) -> None:
+        """A claimed job joins its batch; its time limits count from `started`."""
+        run.lanes = batch.lanes
+        run.timeout_s = self._limits.timeout_for(job)
+        run.started = run.moved = started
+        batch.jobs.append(job)
+        if job.id != batch.holder:
+            batch.room -= image_count(job)
 
     def _free_turn(self, batch: Batch) -> None:
         """The lane's turn goes back once the work is done, so the next job's claim shares a
@@ -277,6 +289,7 @@ class Dispatcher:
         self.wake()
 
     async def _run_batch(self, batch: Batch, jobs: list[Job]) -> None:
+        """Claim `jobs` for `batch` (besides any it holds already), run and record them."""
         loop = asyncio.get_running_loop()
         try:
             await self._claim(batch, jobs)
@@ -294,34 +307,14 @@ class Dispatcher:
             ]
             started = loop.time()
             ran = await self._execute(batch, ctxs)
-            jobs, outcomes = [], []
-            for job, outcome in zip(batch.jobs, ran, strict=True):
-                if isinstance(outcome, RunLost):  # its node left: back to the queue, as a crash
-                    log.warning("job %s: %s; back to the queue", job.id, outcome.message)
-                    with contextlib.suppress(JobAlreadyFinished):
-                        await self._store.requeue(job.id, utcnow())
-                else:
-                    jobs.append(job)
-                    outcomes.append(outcome)
-            recorded = await asyncio.gather(
-                *(
-                    record_outcome(self._store, job.id, outcome)
-                    for job, outcome in zip(jobs, outcomes, strict=True)
-                ),
-                return_exceptions=True,
+            ended = await record_outcomes(
+                self._store,
+                self._executor,
+                zip(batch.jobs, ran, strict=True),
+                started,
+                self._on_run_end,
             )
-            seconds = loop.time() - started
-            for job, outcome, failed in zip(jobs, outcomes, recorded, strict=True):
-                if isinstance(failed, BaseException):
-                    log.error("could not record the outcome of job %s", job.id, exc_info=failed)
-                    continue
-                log.info("job %s %s", job.id, outcome.state)
-                if self._on_run_end is not None:
-                    try:
-                        self._on_run_end(job, outcome, seconds)
-                    except Exception:
-                        log.exception("the run-end hook failed for job %s", job.id)
-            for job, outcome in zip(jobs, outcomes, strict=True):
+            for job, outcome in ended:
                 if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
                     await self._poisoned(job.id, outcome.error)
                     break

@@ -129,8 +129,13 @@ class PublishingJobStore(JobStore):
         self._events.publish(job.id)
         return job
 
-    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
-        jobs = await self._inner.recover(now, drained)
+    async def recover(
+        self,
+        now: datetime,
+        drained: frozenset[str] = frozenset(),
+        spared: frozenset[str] = frozenset(),
+    ) -> list[Job]:
+        jobs = await self._inner.recover(now, drained, spared)
         for job in jobs:
             self._events.publish(job.id)
         return jobs

@@ -15,7 +15,7 @@ import anyio
 import anyio.to_thread
 
 from yolo_orch.batching import BatchOutcome, run_batch
-from yolo_orch.domain import JobResult
+from yolo_orch.domain import Job, JobResult
 from yolo_orch.runners.base import RunContext, Runtime
 from yolo_orch.telemetry import NodeReading
 
@@ -32,6 +32,15 @@ class Executor(Protocol):
     async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
         """Run jobs of one kind that share forward passes on one lane (`batching.run_batch`);
         answer for each job in order."""
+        ...
+
+    async def surviving(self, jobs: Sequence[Job]) -> set[str]:
+        """At start-up, of the jobs a previous server left RUNNING: those whose runs went on
+        without it. `run` of such a job follows its run rather than starting another."""
+        ...
+
+    async def release(self, job_id: str) -> None:
+        """The job's outcome is committed (or it went back to the queue): forget its run."""
         ...
 
 
@@ -58,6 +67,13 @@ class ThreadExecutor:
             limiter=self._limiter,
             abandon_on_cancel=True,
         )
+
+    async def surviving(self, jobs: Sequence[Job]) -> set[str]:
+        """None: a thread's run ends with its process."""
+        return set()
+
+    async def release(self, job_id: str) -> None:
+        pass
 
 
 def _in_workdirs(work: Callable[[_A], _R], ctxs: Sequence[RunContext], arg: _A) -> _R:

@@ -1,20 +1,26 @@
 """What the dispatcher writes about a run besides its claim: its progress, at most one write per
-interval, and its outcome, retried."""
+interval, and its outcome, retried (a run lost with its node: the job back in the queue)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable, Iterable
 
 from yolo_orch.clock import utcnow
-from yolo_orch.domain import Outcome, Progress
-from yolo_orch.errors import JobAlreadyFinished
+from yolo_orch.domain import Job, Outcome, Progress
+from yolo_orch.errors import JobAlreadyFinished, RunLost
+from yolo_orch.executor import Executor
 from yolo_orch.runs import Run
 from yolo_orch.store.base import JobStore
 
 log = logging.getLogger(__name__)
 
 _RECORD_RETRIES_S = (0.5, 2.0, 5.0)
+
+OnRunEnd = Callable[[Job, Outcome, float], None]
+"""Called with each recorded outcome and the seconds its batch took to run and record."""
 
 
 class ProgressWriter:
@@ -60,3 +66,49 @@ async def record_outcome(store: JobStore, job_id: str, outcome: Outcome) -> None
                 raise
             log.warning("recording job %s failed; retrying in %ss", job_id, delay)
             await asyncio.sleep(delay)
+
+
+async def record_outcomes(
+    store: JobStore,
+    executor: Executor,
+    ran: Iterable[tuple[Job, Outcome | RunLost]],
+    started: float,
+    on_run_end: OnRunEnd | None,
+) -> list[tuple[Job, Outcome]]:
+    """Record how a batch's runs ended, started at loop time `started`: a lost run (its node
+    left) puts its job back in the queue, as after a crash. Then the executor lets go of what
+    it keeps of the runs whose end is committed (on a cluster: the actors' buffers); a job
+    whose outcome could not be recorded keeps its run for a restart. The jobs that had an
+    outcome, with it, recorded or not."""
+    ended: list[tuple[Job, Outcome]] = []
+    settled: list[str] = []
+    for job, outcome in ran:
+        if isinstance(outcome, RunLost):
+            log.warning("job %s: %s; back to the queue", job.id, outcome.message)
+            with contextlib.suppress(JobAlreadyFinished):
+                await store.requeue(job.id, utcnow())
+            settled.append(job.id)
+        else:
+            ended.append((job, outcome))
+    recorded = await asyncio.gather(
+        *(record_outcome(store, job.id, outcome) for job, outcome in ended),
+        return_exceptions=True,
+    )
+    seconds = asyncio.get_running_loop().time() - started
+    for (job, outcome), failed in zip(ended, recorded, strict=True):
+        if isinstance(failed, BaseException):
+            log.error("could not record the outcome of job %s", job.id, exc_info=failed)
+            continue
+        settled.append(job.id)
+        log.info("job %s %s", job.id, outcome.state)
+        if on_run_end is not None:
+            try:
+                on_run_end(job, outcome, seconds)
+            except Exception:
+                log.exception("the run-end hook failed for job %s", job.id)
+    for job_id in settled:
+        try:
+            await executor.release(job_id)
+        except Exception:
+            log.warning("could not release the run of job %s", job_id, exc_info=True)
+    return ended

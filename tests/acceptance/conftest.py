@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -321,11 +322,21 @@ def db_job(data_dir: Path, job_id: str) -> tuple[str, int]:
     return str(row[0]), int(row[1])
 
 
+def ray_settings(cluster: Any) -> dict[str, object]:
+    """Server settings for the Ray executor on `cluster`, in a namespace of its own (its lane
+    and job actors are its own, and a restart of the same server finds them)."""
+    return {
+        "executor": "ray",
+        "ray_address": cluster.address,
+        "ray_poll_interval_s": 0.2,
+        "ray_namespace": f"test-{uuid.uuid4().hex}",
+    }
+
+
 @pytest.fixture(params=["threads", pytest.param("ray", marks=pytest.mark.ray)])
 def executor_settings(request: pytest.FixtureRequest) -> dict[str, object]:
     """Server settings for each executor an acceptance test runs against: this host's
     threads, and a Ray cluster of 2 nodes x 2 logical GPUs (`tests/on_ray`)."""
     if request.param == "threads":
         return {"executor": "threads"}
-    cluster = request.getfixturevalue("cluster")
-    return {"executor": "ray", "ray_address": cluster.address, "ray_poll_interval_s": 0.2}
+    return ray_settings(request.getfixturevalue("cluster"))

@@ -44,7 +44,12 @@ def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
     from yolo_orch.ray_cluster.nodes import ClusterWatcher
     from yolo_orch.ray_cluster.parcels import InputRules, ServerWeights, TaskBuilder
 
-    ray.init(address=cluster.address, configure_logging=False, log_to_driver=False)
+    ray.init(
+        address=cluster.address,
+        namespace=f"test-{tmp_path.name}",
+        configure_logging=False,
+        log_to_driver=False,
+    )
     weights = tmp_path / "model.pt"
     weights.write_bytes(b"weights " * 1000)
     sha256 = hashlib.sha256(weights.read_bytes()).hexdigest()
@@ -70,6 +75,8 @@ def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
     try:
         yield Rig(executor, watcher, weights, sha256, tmp_path / "node-cache")
     finally:
+        for name in ray.util.list_named_actors():  # the lane actors the runs made
+            ray.kill(ray.get_actor(name))
         ray.shutdown()
 
 

@@ -1,32 +1,37 @@
-"""`RayExecutor`: runs a job on the node its lanes belong to, as a Ray task pinned there
-(`NodeAffinitySchedulingStrategy(soft=False)`, `num_gpus=k`, `num_cpus=0`, `max_retries=0`),
-so Ray never places, queues or re-runs anything behind the store's back."""
+"""`RayExecutor`: runs a job on the node its lanes belong to, in a detached actor pinned there
+(`NodeAffinitySchedulingStrategy(soft=False)`, `num_cpus=0`, no restarts): its lane's warm
+actor for inference, an actor of its own (`num_gpus=k`) for any other kind (`hosts.py`). Ray
+never places, queues or re-runs anything behind the store's back, and a run outlives the server:
+a server that comes back follows it again (`surviving`) and lets it go once its outcome is
+committed (`release`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
 import ray
 from ray.exceptions import (
+    ActorUnschedulableError,
     NodeDiedError,
     RayError,
     RayTaskError,
-    TaskCancelledError,
-    TaskUnschedulableError,
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from yolo_orch.batching import BatchOutcome
-from yolo_orch.domain import ErrorCode, JobError, JobResult
+from yolo_orch.domain import ErrorCode, Job, JobError, JobResult
 from yolo_orch.errors import JobCancelled, RunLost, YoloOrchError
+from yolo_orch.ray_cluster.actors import ping
+from yolo_orch.ray_cluster.hosts import Host, Hosts
 from yolo_orch.ray_cluster.node_side import (
+    Event,
     Failed,
     FilesBack,
     Finished,
@@ -35,8 +40,6 @@ from yolo_orch.ray_cluster.node_side import (
     NodeTask,
     Progressed,
     Stopped,
-    ping,
-    run_on_node,
     travels,
 )
 from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
@@ -47,9 +50,14 @@ log = logging.getLogger(__name__)
 BuildTask = Callable[[RunContext], Awaitable[NodeTask]]
 """What a run is handed on its node (`parcels.TaskBuilder`)."""
 
-_NODE_GONE = (NodeDiedError, TaskUnschedulableError)
+_NODE_GONE = (NodeDiedError, ActorUnschedulableError)
 """What Ray raises for a run whose node is gone (or that can no longer be placed there)."""
 _CANCEL_POLL_S = 0.05
+_EVENTS_WAIT_S = 2.0
+"""How long one poll of a run's events may wait on the node for the next."""
+_EVENTS_GATHER_S = 0.1
+"""How long a poll that has events waits for more before it answers: progress is advisory
+(the dispatcher writes it every `progress_interval_s`), and the ending is never held back."""
 _PROBE_TIMEOUT_S = 10.0
 
 
@@ -76,6 +84,9 @@ class RayExecutor:
         self._grace_s = cancel_grace_s
         self.node_models: dict[str, list[str]] = {}
         """By node name: the sha256s each node said it keeps."""
+        self._hosts = Hosts(cluster, slots_per_lane)
+        self._attachable: set[str] = set()
+        """Jobs of a previous server whose runs go on: the next `run` of each follows it."""
 
     async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
         """Ray lanes are not batched (no `batch_max_images` names their kind,
@@ -90,66 +101,100 @@ class RayExecutor:
         return outcomes
 
     async def run(self, ctx: RunContext) -> JobResult:
+        job = ctx.job
         node = self._cluster.node_of(ctx.devices[0])
         if node is None:
             raise RunLost(f"the node of lane {ctx.devices[0]} left the cluster")
-        task = await self._build_task(ctx)
+        task = None
+        if job.id not in self._attachable:
+            task = await self._build_task(ctx)
+        self._attachable.discard(job.id)
         gpus = 0.0 if ctx.devices[0].endswith("/cpu") else len(ctx.devices) / self._slots
-        stream = run_on_node.options(
-            num_gpus=gpus,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-            name=f"yolo-orch job {ctx.job.id}",
-        ).remote(task)
-        canceller = asyncio.create_task(self._cancel_when_asked(ctx, stream))
+        host = await self._hosts.host_for(job, ctx.devices, node, gpus)
+        canceller = asyncio.create_task(self._cancel_when_asked(ctx, host))
         try:
-            return await self._follow(ctx, node, stream)
-        except asyncio.CancelledError:  # abandoned (a drain): the node's work ends with it
-            await anyio.to_thread.run_sync(lambda: ray.cancel(stream, force=True))
-            raise
+            # Abandoned (a drain), the run goes on in its actor: the next start follows it.
+            return await self._follow(ctx, node, host, task)
         finally:
             canceller.cancel()
 
-    async def _follow(self, ctx: RunContext, node: ClusterNode, stream: Any) -> JobResult:
+    async def surviving(self, jobs: Sequence[Job]) -> set[str]:
+        survivors = await self._hosts.surviving(jobs)
+        self._attachable |= survivors
+        return survivors
+
+    async def release(self, job_id: str) -> None:
+        self._attachable.discard(job_id)
+        await self._hosts.release(job_id)
+
+    async def close(self) -> None:
+        """At a graceful stop, after the drain: the idle lane actors go."""
+        await self._hosts.close()
+
+    async def _follow(
+        self, ctx: RunContext, node: ClusterNode, host: Host, task: NodeTask | None
+    ) -> JobResult:
+        """Long polls of the run's events, each from the first not seen yet: the first poll
+        brings the task (unless the run goes on from an earlier server), so the run starts."""
+        job, since = ctx.job, 0
         try:
-            async for ref in stream:
-                event = await ref
-                if isinstance(event, Progressed):
-                    ctx.report_progress(event.progress)
-                elif isinstance(event, Logged):
-                    log.log(event.level, "[%s] %s", node.name, event.message)
-                elif isinstance(event, ModelsHeld):
-                    self.node_models[node.name] = event.sha256s
-                elif isinstance(event, FilesBack):
-                    await anyio.to_thread.run_sync(_write_folder, ctx.workdir, event.files)
-                elif isinstance(event, Finished):
-                    return event.result
-                elif isinstance(event, Failed):
-                    raise NodeJobFailed(_on_node(event.error, node))
-                elif isinstance(event, Stopped):
-                    raise JobCancelled()
-        except TaskCancelledError:
-            raise JobCancelled() from None
-        except RayTaskError as exc:  # our task code failed, not the node
-            raise RuntimeError(f"the job's task failed on node {node.name}: {exc}") from None
+            while True:
+                events = await host.actor.events.remote(
+                    task, job.id, job.attempt, since, _EVENTS_WAIT_S, _EVENTS_GATHER_S
+                )
+                if events is None:
+                    raise RunLost(f"its run is no longer on node {node.name}")
+                task, since = None, since + len(events)
+                for event in events:
+                    if (result := await self._take(ctx, node, host, event)) is not None:
+                        return result
+        except RayTaskError as exc:  # our actor's code failed, not the node
+            raise RuntimeError(f"the job's run failed on node {node.name}: {exc}") from None
         except RayError as exc:
+            self._hosts.forget(host)  # its actor died (killed after a cancel, or crashed)
             if ctx.should_cancel():
                 raise JobCancelled() from None
-            # Its worker died, maybe with its node (the head notices a killed raylet only after
+            # Its actor died, maybe with its node (the head notices a killed raylet only after
             # missed health checks): ask the node before the job can be admitted there again.
             if isinstance(exc, _NODE_GONE) or not await _answers(node):
                 self._cluster.lose(node.name)
             raise RunLost(f"its run on node {node.name} was lost: {type(exc).__name__}") from None
-        raise RunLost(f"its run on node {node.name} ended without an outcome")
 
-    async def _cancel_when_asked(self, ctx: RunContext, stream: Any) -> None:
+    async def _take(
+        self, ctx: RunContext, node: ClusterNode, host: Host, event: Event
+    ) -> JobResult | None:
+        """Act on one event of a run; its result once it succeeded; raise how it failed."""
+        if isinstance(event, Progressed):
+            ctx.report_progress(event.progress)
+        elif isinstance(event, Logged):
+            log.log(event.level, "[%s] %s", node.name, event.message)
+        elif isinstance(event, ModelsHeld):
+            self.node_models[node.name] = event.sha256s
+        elif isinstance(event, FilesBack):
+            await anyio.to_thread.run_sync(_write_folder, ctx.workdir, event.files)
+        elif isinstance(event, Finished):
+            return event.result
+        elif isinstance(event, Failed):
+            if event.error.code == ErrorCode.CUDA_FATAL:
+                await self._hosts.retire(host)  # its CUDA context is unusable
+            raise NodeJobFailed(_on_node(event.error, node))
+        elif isinstance(event, Stopped):
+            if ctx.should_cancel():
+                raise JobCancelled()
+            # asked to stop by a server that went away without recording it
+            raise RunLost(f"its run on node {node.name} was stopped by an earlier server")
+        return None
+
+    async def _cancel_when_asked(self, ctx: RunContext, host: Host) -> None:
         """A cancel (or the watchdog) first asks the runner to stop at its next safe point,
-        then, after the grace period, kills the node's worker process."""
+        then, after the grace period, kills the actor that holds the run."""
         while not ctx.should_cancel():  # noqa: ASYNC110 - a flag of the runner's, polled
             await asyncio.sleep(_CANCEL_POLL_S)
-        await anyio.to_thread.run_sync(lambda: ray.cancel(stream))
+        with contextlib.suppress(RayError):  # an actor already gone: the run ends with it
+            await host.actor.cancel.remote(ctx.job.id)
         await asyncio.sleep(self._grace_s)
-        log.warning("job %s did not stop within %gs; killing its worker", ctx.job.id, self._grace_s)
-        await anyio.to_thread.run_sync(lambda: ray.cancel(stream, force=True))
+        log.warning("job %s did not stop within %gs; killing its actor", ctx.job.id, self._grace_s)
+        await self._hosts.retire(host)
 
 
 async def _answers(node: ClusterNode) -> bool:

@@ -59,8 +59,9 @@ class NodeModelCache:
         """The local file of the offered model: the kept copy when its fingerprint still
         matches, else the server's, fetched and verified. Raise `ModelTampered` when what
         arrived does not have the fingerprint the registry recorded."""
+        # A lane actor's jobs share this cache: the entry a running job resolves stays until
+        # this offer is verified (or refused), so only a refusal takes it away.
         path = self._path(offer.sha256)
-        self._ensured.pop(offer.model_id, None)
         if path.is_file():
             if sha256_file(path) == offer.sha256:
                 os.utime(path)  # most recently used
@@ -71,6 +72,7 @@ class NodeModelCache:
         data = self._fetch(offer.parcel[0])
         actual = hashlib.sha256(data).hexdigest()
         if actual != offer.sha256:
+            self._ensured.pop(offer.model_id, None)
             raise ModelTampered(Path(offer.name), offer.sha256, actual)
         self._folder.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.partial")

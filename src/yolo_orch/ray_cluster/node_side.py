@@ -1,6 +1,6 @@
-"""What runs on a node: the job's runner in a thread of a Ray task, whose streaming generator
-sends every progress report, log line, file and the outcome back to the server, in order. Nothing
-here writes the database or the server's job folder."""
+"""What runs on a node: the job's runner in a thread, whose events (every progress report, log
+line, file and the outcome, in order) go back to the server through the actor that holds the run
+(`actors.py`). Nothing here writes the database or the server's job folder."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import queue
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from yolo_orch.ray_cluster.node_runtime import (
     place_inputs,
 )
 from yolo_orch.ray_cluster.nodes import NODE_NAME_CHARS
-from yolo_orch.runners.base import RunContext
+from yolo_orch.runners.base import RunContext, Runtime
 
 _POLL_S = 0.1
 _SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})
@@ -101,22 +101,18 @@ Event = Progressed | Logged | ModelsHeld | FilesBack | Finished | Failed | Stopp
 _Ending = Finished | Failed | Stopped
 
 
-@ray.remote(num_cpus=0, max_retries=0, num_returns="streaming")
-def run_on_node(task: NodeTask) -> Iterator[Event]:
-    """The remote task; its resources and node are chosen per job by the executor."""
-    yield from serve_task(task, ray.get_runtime_context().get_node_id())
-
-
-@ray.remote(num_cpus=0, max_retries=0)
-def ping() -> bool:
-    """Whether a node still runs tasks (after one of its workers died)."""
-    return True
-
-
-def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
-    cache = NodeModelCache(Path(task.cache_dir) / node_id, task.cache_models, ray.get)
+def serve_task(
+    task: NodeTask,
+    node_id: str,
+    *,
+    cancel: threading.Event | None = None,
+    runtime_for: Callable[[NodeTask], RuntimeOnNode] | None = None,
+) -> Generator[Event]:
+    """`cancel`: set to ask the runner to stop at its next safe point (else a `ray.cancel`
+    does); `runtime_for`: the caller's runtimes, kept warm between jobs (else one for this job
+    only, `runtime_of`)."""
     events: queue.Queue[Event | None] = queue.Queue()
-    cancel = threading.Event()
+    cancel = cancel or threading.Event()
     with tempfile.TemporaryDirectory(prefix=f"yolo-orch-{task.job.id}-") as folder:
         workdir = Path(folder)
         for name, data in task.seed.items():
@@ -125,7 +121,15 @@ def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
         ending: list[_Ending] = []
         worker = threading.Thread(
             target=_work,
-            args=(task, node_id[:NODE_NAME_CHARS], cache, workdir, events, cancel, ending),
+            args=(
+                task,
+                node_id[:NODE_NAME_CHARS],
+                runtime_for or (lambda task: runtime_of(task, node_id)),
+                workdir,
+                events,
+                cancel,
+                ending,
+            ),
             name=f"job {task.job.id}",
             daemon=True,
         )
@@ -150,7 +154,7 @@ def serve_task(task: NodeTask, node_id: str) -> Iterator[Event]:
 def _work(
     task: NodeTask,
     node: str,
-    cache: NodeModelCache,
+    runtime_for: Callable[[NodeTask], RuntimeOnNode],
     workdir: Path,
     events: queue.Queue[Event | None],
     cancel: threading.Event,
@@ -161,9 +165,10 @@ def _work(
     package_log.addHandler(handler)
     package_log.setLevel(logging.INFO)
     try:
+        on_node = runtime_for(task)
         if task.weights is not None:
-            cache.ensure(task.weights)
-            events.put(ModelsHeld(cache.held()))
+            on_node.cache.ensure(task.weights)
+            events.put(ModelsHeld(on_node.cache.held()))
         check_shared_dataset(task.job, task.runtime.shared_data_roots, node)
         job = task.job
         if task.inputs is not None:
@@ -175,9 +180,7 @@ def _work(
             report_progress=lambda progress: events.put(Progressed(progress)),
             should_cancel=cancel.is_set,
         )
-        config_dir = Path(task.cache_dir) / "ultralytics"
-        runtime = node_runtime(task.runtime, len(task.lanes), cache, config_dir)
-        runner = runtime.runner(job.kind)
+        runner = on_node.runtime.runner(job.kind)
         ending.append(Finished(runner.run(ctx)))
     except JobCancelled:
         ending.append(Stopped())
@@ -189,10 +192,36 @@ def _work(
 
 
 def _local_devices(lanes: tuple[str, ...]) -> tuple[str, ...]:
-    """Ray sets CUDA_VISIBLE_DEVICES to the GPUs it gave the task: they are cuda:0.. here."""
+    """The actor's CUDA_VISIBLE_DEVICES names its lanes' GPUs only: they are cuda:0.. here."""
     if all(lane.endswith("/cpu") for lane in lanes):
         return ("cpu",)
     return tuple(f"cuda:{i}" for i in range(len(lanes)))
+
+
+@dataclass(frozen=True)
+class RuntimeOnNode:
+    cache: NodeModelCache
+    """The node's kept model files; the runtime resolves the job's weights through it, once
+    `ensure` verified them for the job."""
+    runtime: Runtime
+
+
+def runtime_of(task: NodeTask, node_id: str) -> RuntimeOnNode:
+    """Blocking: a new runtime for the job, on the node's model cache; a lane actor keeps one
+    per `runtime_key` for its next jobs."""
+    cache = NodeModelCache(Path(task.cache_dir) / node_id, task.cache_models, ray.get)
+    config_dir = Path(task.cache_dir) / "ultralytics"
+    return RuntimeOnNode(cache, node_runtime(task.runtime, len(task.lanes), cache, config_dir))
+
+
+RuntimeKey = tuple[NodeRuntimeSpec, int, str, int]
+
+
+def runtime_key(task: NodeTask) -> RuntimeKey:
+    """What a runtime depends on: the server's runtime settings, the job's lane count and the
+    node's model cache (its folder and size), so a warm runtime kept under this key keeps the
+    files the job's settings say."""
+    return task.runtime, len(task.lanes), task.cache_dir, task.cache_models
 
 
 def _changed_files(workdir: Path, seed: dict[str, bytes]) -> dict[str, bytes]:

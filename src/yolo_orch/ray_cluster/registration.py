@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio.to_thread
 
 from yolo_orch.batching import BatchOutcome
-from yolo_orch.domain import JobResult, JsonObject
+from yolo_orch.domain import Job, JobResult, JsonObject
 from yolo_orch.errors import ModelTampered, YoloOrchError
 from yolo_orch.executor import Executor
 from yolo_orch.jobfiles import ARTIFACTS_DIR
@@ -58,6 +58,12 @@ class RegistersResults:
             else:
                 settled.append(outcome)
         return settled
+
+    async def surviving(self, jobs: Sequence[Job]) -> set[str]:
+        return await self._runs.surviving(jobs)
+
+    async def release(self, job_id: str) -> None:
+        await self._runs.release(job_id)
 
     async def _retire_if_tampered(self, ctx: RunContext, error: YoloOrchError) -> None:
         """The node found the server's file changed since its import: never load it again."""

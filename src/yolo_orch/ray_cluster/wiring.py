@@ -52,7 +52,12 @@ class RayCluster:
 async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitStack) -> RayCluster:
     address = settings.ray_address or None
     await anyio.to_thread.run_sync(
-        lambda: ray.init(address=address, configure_logging=False, log_to_driver=False)
+        lambda: ray.init(
+            address=address,
+            namespace=settings.ray_namespace,
+            configure_logging=False,
+            log_to_driver=False,
+        )
     )
     stack.callback(ray.shutdown)
     lanes = Lanes([], settings.slots_per_lane, dynamic=True)
@@ -90,6 +95,7 @@ async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitSta
         slots_per_lane=settings.slots_per_lane,
         cancel_grace_s=settings.ray_cancel_grace_s,
     )
+    stack.push_async_callback(executor.close)  # after the drain, before ray.shutdown
     log.info("connected to the ray cluster: %d node(s)", len(watcher.nodes))
     telemetry = NodeTelemetry(watcher, settings.ray_telemetry_interval_s)
     return RayCluster(lanes, watcher, executor, RegistersResults(executor, models), telemetry)

@@ -9,6 +9,7 @@ from yolo_orch.domain import (
     Job,
     JobFilter,
     JobKind,
+    JobState,
     Model,
     NewJob,
     NewModel,
@@ -81,10 +82,16 @@ class JobStore(ABC):
         `JobAlreadyFinished`."""
 
     @abstractmethod
-    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
+    async def recover(
+        self,
+        now: datetime,
+        drained: frozenset[str] = frozenset(),
+        spared: frozenset[str] = frozenset(),
+    ) -> list[Job]:
         """After a stop: settle every RUNNING job as `domain.after_interruption` says (requeued
         ones lose their devices, progress and start time; those in `drained`, left running by
-        a graceful drain, also get their attempt back). Returns the jobs it changed."""
+        a graceful drain, also get their attempt back), but those in `spared`, whose runs went
+        on without the server. Returns the jobs it changed."""
 
     @abstractmethod
     async def requeue(self, job_id: str, now: datetime) -> Job:
@@ -114,6 +121,18 @@ class JobStore(ABC):
     @abstractmethod
     async def unknown(self, job_ids: list[str]) -> set[str]:
         """Those of `job_ids` that name no job (the sweep's test for an orphaned folder)."""
+
+    async def running(self) -> list[Job]:
+        """Every RUNNING job (a few: one per lane slot, or what a crash left)."""
+        jobs: list[Job] = []
+        cursor = None
+        while True:
+            where = JobFilter(states=(JobState.RUNNING,))
+            page = await self.list_jobs(where, limit=100, before_seq=cursor)
+            jobs.extend(page.jobs)
+            cursor = page.next_cursor
+            if cursor is None:
+                return jobs
 
     async def check_writable(self) -> None:  # noqa: B027 - optional hook
         """Raise if a write would fail now (used by readiness)."""

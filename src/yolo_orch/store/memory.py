@@ -188,11 +188,16 @@ class InMemoryJobStore(JobStore):
             )
         return self._put(replace(job, cancel_requested=True))
 
-    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
+    async def recover(
+        self,
+        now: datetime,
+        drained: frozenset[str] = frozenset(),
+        spared: frozenset[str] = frozenset(),
+    ) -> list[Job]:
         return [
             self._put(_interrupted(job, now, drained=job.id in drained))
             for job in self.jobs
-            if job.state is JobState.RUNNING
+            if job.state is JobState.RUNNING and job.id not in spared
         ]
 
     async def requeue(self, job_id: str, now: datetime) -> Job:

@@ -119,8 +119,13 @@ class SQLiteJobStore(JobStore):
     async def cancel(self, job_id: str, now: datetime) -> Job:
         return await self._db.write(functools.partial(_cancel, job_id, now))
 
-    async def recover(self, now: datetime, drained: frozenset[str] = frozenset()) -> list[Job]:
-        return await self._db.write(functools.partial(_recover, now, drained))
+    async def recover(
+        self,
+        now: datetime,
+        drained: frozenset[str] = frozenset(),
+        spared: frozenset[str] = frozenset(),
+    ) -> list[Job]:
+        return await self._db.write(functools.partial(_recover, now, drained, spared))
 
     async def requeue(self, job_id: str, now: datetime) -> Job:
         return await self._db.write(functools.partial(_requeue, job_id, now))
@@ -385,12 +390,16 @@ def _expire(
     return [by_seq[seq] for seq in due]
 
 
-def _recover(now: datetime, drained: frozenset[str], conn: Connection) -> list[Job]:
+def _recover(
+    now: datetime, drained: frozenset[str], spared: frozenset[str], conn: Connection
+) -> list[Job]:
     # Sorted here, not by SQL: with `ORDER BY seq`, SQLite may walk every job in seq order
     # rather than seek the few running ones (it does once `ANALYZE` has seen a long history).
     running = [job_from_row(row) for row in conn.execute(select(JOBS).where(_RUNNING)).mappings()]
     changed = []
     for job in sorted(running, key=lambda job: job.seq):
+        if job.id in spared:
+            continue
         updated = _update_job(conn, job.id, **_interrupted(job, now, drained=job.id in drained))
         assert updated is not None
         changed.append(updated)

@@ -1,0 +1,206 @@
+"""The server's side of the run-holding actors (`actors.py`): finds or makes the actor a job runs
+in, re-finds them after a restart, and lets them go."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import ray
+from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from yolo_orch.domain import Job, JobKind
+from yolo_orch.ray_cluster.actors import (
+    JOB_PREFIX,
+    LANE_PREFIX,
+    RunHostActor,
+    job_actor_name,
+    lane_actor_name,
+    visible_devices,
+)
+from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
+
+log = logging.getLogger(__name__)
+
+_CALL_TIMEOUT_S = 10.0
+"""How long an actor gets to answer a control call (re-attach, release) before it counts as
+gone."""
+
+
+@dataclass(frozen=True)
+class Host:
+    actor: Any
+    node_id: str
+    lane: str | None
+    """The lane of a lane actor; None for a job actor (one job, killed once it is released)."""
+
+
+def in_lane_actor(kind: JobKind, lanes: tuple[str, ...]) -> bool:
+    """Inference runs in its lane's warm actor; every other kind in an actor of its own."""
+    return kind is JobKind.INFERENCE and len(lanes) == 1
+
+
+class Hosts:
+    def __init__(self, cluster: ClusterWatcher, slots_per_lane: int) -> None:
+        self._cluster = cluster
+        self._slots = slots_per_lane
+        self._lanes: dict[str, Host] = {}
+        self._jobs: dict[str, Host] = {}
+        """By job id: the host of each run not released yet."""
+
+    async def host_for(
+        self, job: Job, lanes: tuple[str, ...], node: ClusterNode, gpus: float
+    ) -> Host:
+        """The actor the job's run lives in: its lane actor (made on the lane's first job), or
+        a new job actor taking `gpus` of the node's GPUs in Ray's accounting."""
+        self._forget_gone_nodes()
+        host = self._jobs.get(job.id)
+        if host is not None:
+            return host
+        if in_lane_actor(job.kind, lanes):
+            host = self._lanes.get(lanes[0])
+            if host is None:
+                host = await anyio.to_thread.run_sync(self._make_lane_actor, lanes[0], node)
+                self._lanes[lanes[0]] = host
+        else:
+            host = await anyio.to_thread.run_sync(self._make_job_actor, job.id, lanes, node, gpus)
+        self._jobs[job.id] = host
+        return host
+
+    async def retire(self, host: Host) -> None:
+        """Kill an actor (a run that ignored its cancel, a CUDA context a fatal error broke)
+        and wait until it is gone, so that the lane's next job gets a fresh one."""
+        if host.lane is not None and self._lanes.get(host.lane) == host:
+            del self._lanes[host.lane]
+        await anyio.to_thread.run_sync(_kill, host.actor)
+        with contextlib.suppress(RayError, TimeoutError), anyio.fail_after(_CALL_TIMEOUT_S):
+            while True:  # answers until Ray has it dead
+                await host.actor.held.remote()
+                await anyio.sleep(0.05)
+
+    def forget(self, host: Host) -> None:
+        """An actor that died under its run: the lane's next job makes a new one."""
+        if host.lane is not None and self._lanes.get(host.lane) == host:
+            del self._lanes[host.lane]
+
+    async def release(self, job_id: str) -> None:
+        host = self._jobs.pop(job_id, None)
+        if host is None:
+            return
+        if host.lane is None:
+            await anyio.to_thread.run_sync(_kill, host.actor)
+            return
+        with contextlib.suppress(RayError, TimeoutError), anyio.fail_after(_CALL_TIMEOUT_S):
+            await host.actor.release.remote(job_id)
+
+    async def surviving(self, jobs: Sequence[Job]) -> set[str]:
+        """Of the RUNNING jobs a previous server left, those whose run an actor of this
+        namespace still holds (same attempt); every other run kept anywhere is let go."""
+        names = set(await anyio.to_thread.run_sync(ray.util.list_named_actors))
+        for name in names:
+            lane = name.removeprefix(LANE_PREFIX)
+            node = self._cluster.node_of(lane)
+            if name.startswith(LANE_PREFIX) and node is not None and lane not in self._lanes:
+                actor = await _actor(name)
+                if actor is not None:
+                    self._lanes[lane] = Host(actor, node.node_id, lane)
+        survivors = set()
+        for job in jobs:
+            host = await self._host_of(job, names)
+            if host is not None and await _holds(host, job):
+                survivors.add(job.id)
+                self._jobs[job.id] = host
+        for name in names:
+            if name.startswith(JOB_PREFIX) and name.removeprefix(JOB_PREFIX) not in survivors:
+                actor = await _actor(name)
+                if actor is not None:
+                    await anyio.to_thread.run_sync(_kill, actor)
+        for lane, host in list(self._lanes.items()):
+            try:
+                with anyio.fail_after(_CALL_TIMEOUT_S):
+                    await host.actor.keep_only.remote(sorted(survivors))
+            except (RayError, TimeoutError):
+                del self._lanes[lane]
+        return survivors
+
+    async def close(self) -> None:
+        """At a graceful stop: kill the lane actors that hold no run (the warm models go with
+        them); those holding a run a drain left behind stay for the next start."""
+        for host in list(self._lanes.values()):
+            with contextlib.suppress(RayError, TimeoutError):
+                with anyio.fail_after(_CALL_TIMEOUT_S):
+                    held = await host.actor.held.remote()
+                if not held:
+                    await anyio.to_thread.run_sync(_kill, host.actor)
+        self._lanes.clear()
+
+    async def _host_of(self, job: Job, names: set[str]) -> Host | None:
+        lanes = job.devices or ()
+        node = self._cluster.node_of(lanes[0]) if lanes else None
+        if node is None:
+            return None
+        if in_lane_actor(job.kind, lanes):
+            return self._lanes.get(lanes[0])
+        name = job_actor_name(job.id)
+        actor = await _actor(name) if name in names else None
+        return None if actor is None else Host(actor, node.node_id, None)
+
+    def _make_lane_actor(self, lane: str, node: ClusterNode) -> Host:
+        actor = RunHostActor.options(
+            name=lane_actor_name(lane),
+            get_if_exists=True,
+            lifetime="detached",
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+            # a follow per run and a few control calls (and follows a dead server left)
+            max_concurrency=2 * self._slots + 4,
+        ).remote(node.node_id, visible_devices((lane,)))
+        log.info("lane %s: a new lane actor", lane)
+        return Host(actor, node.node_id, lane)
+
+    def _make_job_actor(
+        self, job_id: str, lanes: tuple[str, ...], node: ClusterNode, gpus: float
+    ) -> Host:
+        actor = RunHostActor.options(
+            name=job_actor_name(job_id),
+            get_if_exists=True,
+            lifetime="detached",
+            num_gpus=gpus,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+            max_concurrency=4,
+        ).remote(node.node_id, visible_devices(lanes))
+        return Host(actor, node.node_id, None)
+
+    def _forget_gone_nodes(self) -> None:
+        """A node that left took its actors with it."""
+        alive = {node.node_id for node in self._cluster.nodes.values()}
+        for lane, host in list(self._lanes.items()):
+            if host.node_id not in alive:
+                del self._lanes[lane]
+                log.info("lane %s: its node left, and its lane actor with it", lane)
+
+
+async def _holds(host: Host, job: Job) -> bool:
+    try:
+        with anyio.fail_after(_CALL_TIMEOUT_S):
+            return bool(await host.actor.holds.remote(job.id, job.attempt))
+    except (RayError, TimeoutError):
+        return False
+
+
+async def _actor(name: str) -> Any:
+    """The named actor of this namespace, or None once it is gone."""
+    try:
+        return await anyio.to_thread.run_sync(ray.get_actor, name)
+    except ValueError:
+        return None
+
+
+def _kill(actor: Any) -> None:
+    with contextlib.suppress(RayError, ValueError):
+        ray.kill(actor, no_restart=True)

@@ -1,0 +1,51 @@
+"""At start-up, the jobs a previous server left RUNNING: those whose runs went on without it (on
+a cluster: in their actors) are to be followed again on the lanes they hold; the others are
+requeued or failed by the usual rules (`JobStore.recover`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from yolo_orch.admission import Lane, Lanes
+from yolo_orch.clock import utcnow
+from yolo_orch.domain import Job, JobState
+from yolo_orch.executor import Executor
+from yolo_orch.jobfiles import JobFiles
+from yolo_orch.store.base import JobStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeftRunning:
+    changed: list[Job]
+    """Requeued or failed."""
+    surviving: list[tuple[Job, tuple[Lane, ...]]]
+    """Still running, with the lanes they hold: the dispatcher follows them."""
+    suspects: set[str]
+    """Requeued after the server died (not after a drain): each runs alone once, so a job that
+    kills the server takes no innocent neighbour's attempts with it."""
+
+
+async def settle_left_running(
+    store: JobStore, executor: Executor, files: JobFiles, lanes: Lanes
+) -> LeftRunning:
+    # Read before the recovery: a drained job gets its attempt back.
+    drained = await anyio.to_thread.run_sync(files.take_abandoned)
+    running = await store.running()
+    by_id = {lane.id: lane for lane in lanes}
+    on_lanes = [job for job in running if job.devices and set(job.devices) <= by_id.keys()]
+    survivors = await executor.surviving(on_lanes) if on_lanes else set()
+    changed = await store.recover(utcnow(), frozenset(drained), frozenset(survivors))
+    for job in changed:
+        log.warning("recovered job %s after a stop: now %s", job.id, job.state)
+    surviving = []
+    for job in running:
+        if job.id in survivors:
+            log.warning("job %s still runs on %s: following it", job.id, job.devices)
+            surviving.append((job, tuple(by_id[lane_id] for lane_id in job.devices)))
+    suspects = {job.id for job in changed if job.state is JobState.QUEUED and job.id not in drained}
+    return LeftRunning(changed, surviving, suspects)

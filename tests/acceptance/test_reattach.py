@@ -1,0 +1,62 @@
+"""SIGKILL of a server whose jobs run on a Ray cluster: the runs go on in their detached actors,
+and the restarted server follows them again to their end; each job runs once, in its first
+attempt, and no actor is left holding a run once the outcomes are committed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.acceptance.conftest import (
+    ServerFactory,
+    get_job,
+    ray_settings,
+    sim_inference,
+    sim_runs,
+    sim_training,
+    submit,
+    wait_for,
+    wait_terminal,
+)
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.ray]
+
+
+def test_runs_that_outlive_a_sigkilled_server_finish_once(
+    server_factory: ServerFactory, cluster: object
+) -> None:
+    import ray
+
+    settings = ray_settings(cluster)
+    server = server_factory(max_attempts=3, **settings)
+    server.start()
+    with server.client() as client:
+        jobs = [
+            submit(client, sim_inference("long.jpg", sim_seconds=3.0, sim_steps=30)),
+            submit(client, sim_training("long/data.yaml", gpus=2, sim_seconds=3.0, sim_steps=30)),
+        ]
+        wait_for(
+            lambda: all(get_job(client, job["id"])["progress"] for job in jobs),
+            timeout=30,
+            what="both jobs to make progress",
+        )
+    assert server.kill() == -9
+
+    server.start()
+    with server.client() as client:
+        done = [wait_terminal(client, job["id"], timeout=30) for job in jobs]
+    for job in done:
+        assert (job["state"], job["attempt"]) == ("succeeded", 1), job
+        assert sim_runs(server.data_dir, job["id"]) == [1]
+        assert job["progress"]["done"] == 30, job
+    assert server.stderr().count("still runs on") == 2, server.stderr()[-3000:]
+
+    ray.init(address=str(settings["ray_address"]), namespace=str(settings["ray_namespace"]))
+    try:
+        # the job actors went with their committed outcomes; the lane actor holds no run
+        names = ray.util.list_named_actors()
+        assert not [name for name in names if name.startswith("job:")], names
+        lanes = [ray.get_actor(name) for name in names if name.startswith("lane:")]
+        assert lanes
+        assert [ray.get(lane.held.remote()) for lane in lanes] == [0] * len(lanes)
+    finally:
+        ray.shutdown()

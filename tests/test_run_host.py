@@ -1,0 +1,156 @@
+"""`RunHost`, the body of the Ray lane and job actors, as plain Python (no Ray started): each run's
+events kept whole and in order from any index, a run asked for again not started twice, its
+runtime kept warm between jobs, and a fatal CUDA error that does not end the actor's process
+before the server has the ending."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray")
+
+from yolo_orch.domain import ErrorCode, Job, JobKind, JobState
+from yolo_orch.ray_cluster import actors
+from yolo_orch.ray_cluster.actors import RunHost, visible_devices
+from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
+from yolo_orch.ray_cluster.node_side import (
+    Event,
+    Failed,
+    FilesBack,
+    Finished,
+    NodeTask,
+    Progressed,
+)
+
+WAIT_S = 10.0
+
+
+def task(tmp_path: Path, job_id: str, attempt: int = 1, **params: Any) -> NodeTask:
+    job = Job(
+        id=job_id,
+        seq=1,
+        kind=JobKind.INFERENCE,
+        state=JobState.RUNNING,
+        model="sim",
+        model_id=None,
+        spec={"inputs": ["a.jpg"], "params": {"sim_seconds": 0.05, "sim_steps": 3, **params}},
+        priority=0,
+        gpus=1,
+        devices=("node/cuda:0",),
+        attempt=attempt,
+        max_attempts=3,
+        created_at=datetime.now(UTC),
+    )
+    return NodeTask(
+        job=job,
+        lanes=("node/cuda:0",),
+        runtime=NodeRuntimeSpec(
+            name="simulated",
+            model_cache_size=1,
+            cpu_threads=None,
+            max_image_pixels=1 << 24,
+            shared_data_roots=(),
+        ),
+        seed={},
+        inputs=None,
+        weights=None,
+        cache_dir=str(tmp_path / "cache"),
+        cache_models=2,
+    )
+
+
+def drain(host: RunHost, job_id: str, attempt: int = 1, since: int = 0) -> list[Event]:
+    """Every event from `since` to the run's ending, poll after poll."""
+    seen: list[Event] = []
+    while not seen or not isinstance(seen[-1], Finished | Failed):
+        events = host.events(None, job_id, attempt, since + len(seen), WAIT_S)
+        assert events is not None
+        seen.extend(events)
+    return seen
+
+
+def test_events_come_whole_and_in_order_from_any_index(tmp_path: Path) -> None:
+    host = RunHost("node-id")
+    first = host.events(task(tmp_path, "j1"), "j1", 1, 0, WAIT_S)
+    assert first
+    events = first + drain(host, "j1", since=len(first))
+    assert [e.progress.done for e in events if isinstance(e, Progressed)] == [1, 2, 3]
+    assert isinstance(events[-2], FilesBack)
+    assert events[-2].files["sim-runs.log"] == b"attempt 1 succeeded\n"
+    # a server that came back asks again from 0, and from further on
+    assert drain(host, "j1") == events
+    assert drain(host, "j1", since=2) == events[2:]
+
+
+def test_a_run_asked_for_again_does_not_start_twice(tmp_path: Path) -> None:
+    host = RunHost("node-id")
+    host.events(task(tmp_path, "j1"), "j1", 1, 0, 0)
+    host.events(task(tmp_path, "j1"), "j1", 1, 0, 0)
+    finished = [e for e in drain(host, "j1") if isinstance(e, Finished)]
+    assert len(finished) == 1
+    assert host.held() == 1
+
+
+def test_only_the_attempt_it_holds_is_followed(tmp_path: Path) -> None:
+    host = RunHost("node-id")
+    assert host.events(None, "j1", 1, 0, 0) is None  # never started here
+    host.events(task(tmp_path, "j1"), "j1", 1, 0, 0)
+    assert host.holds("j1", 1)
+    assert not host.holds("j1", 2)
+    assert host.events(None, "j1", 2, 0, 0) is None
+
+
+def test_release_and_keep_only_let_runs_go(tmp_path: Path) -> None:
+    host = RunHost("node-id")
+    for job_id in ("a", "b", "c"):
+        host.events(task(tmp_path, job_id), job_id, 1, 0, 0)
+    host.release("a")
+    host.keep_only(["b"])
+    assert (host.holds("a", 1), host.holds("b", 1), host.holds("c", 1)) == (False, True, False)
+    assert host.held() == 1
+
+
+def test_the_runtime_is_kept_for_the_next_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[object] = []
+    real = actors.runtime_of
+
+    def counting(node_task: NodeTask, node_id: str) -> Any:
+        made.append(node_task.job.id)
+        return real(node_task, node_id)
+
+    monkeypatch.setattr(actors, "runtime_of", counting)
+    host = RunHost("node-id")
+    for job_id in ("a", "b"):
+        host.events(task(tmp_path, job_id), job_id, 1, 0, 0)
+        drain(host, job_id)
+    assert made == ["a"]
+
+
+def test_a_fatal_cuda_error_ends_the_run_not_the_process(tmp_path: Path) -> None:
+    """`serve_task` would `os._exit` after it: the actor stops before, so the server gets the
+    ending (were it not so, this test's process would be gone)."""
+    host = RunHost("node-id")
+    host.events(task(tmp_path, "j1", sim_fail="cuda_fatal"), "j1", 1, 0, 0)
+    ending = drain(host, "j1")[-1]
+    assert isinstance(ending, Failed)
+    assert ending.error.code == ErrorCode.CUDA_FATAL
+
+
+def test_an_actor_sees_only_its_lanes_gpus() -> None:
+    assert visible_devices(("n/cuda:1",)) == "1"
+    assert visible_devices(("n/cuda:2", "n/cuda:3")) == "2,3"
+    assert visible_devices(("n/cpu",)) is None
+
+
+def test_a_poll_gathers_a_short_run_into_one_answer(tmp_path: Path) -> None:
+    host = RunHost("node-id")
+    events = host.events(task(tmp_path, "j1"), "j1", 1, 0, WAIT_S, gather_s=WAIT_S)
+    assert events is not None
+    assert isinstance(events[-1], Finished)
+    assert len([e for e in events if isinstance(e, Progressed)]) == 3
