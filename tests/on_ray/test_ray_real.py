@@ -176,3 +176,31 @@ async def test_exports_are_refused_for_ray_lanes(host: Host) -> None:
         assert refused.status_code == 422, refused.text
         assert refused.json()["code"] == "export_unsupported"
     assert (await host.client.get("/v1/jobs")).json()["jobs"] == []
+
+
+async def test_a_warm_lane_runs_jobs_of_different_models_one_after_another(host: Host) -> None:
+    """A lane's actor keeps one runtime warm across jobs; each job's own model must still be the
+    one fetched and checked for it (another model's jobs ran on that lane before)."""
+    build_checkpoint(host.data.parent / "weights" / "other.pt", ("ship", "plane"))
+    for name in ("tiny.pt", "other.pt"):
+        imported = await host.client.post("/v1/models", json={"path": name})
+        assert imported.status_code == 201, imported.text
+
+    lanes_by_model: dict[str, set[str]] = {"tiny": set(), "other": set()}
+    for model in ("tiny", "other", "tiny", "other"):
+        body = {
+            "kind": "inference",
+            "model": model,
+            "inputs": ["shots/*.jpg"],
+            "params": {"imgsz": IMGSZ},
+        }
+        job = (await host.client.post("/v1/jobs", json=body)).json()
+        done = await wait_terminal(host.client, job["id"], deadline_s=120)
+        assert done["state"] == "succeeded", done
+        lanes_by_model[model].add(done["devices"][0])
+        result = (await host.client.get(f"/v1/jobs/{job['id']}/result")).json()
+        found = {d["class_name"] for d in result["images"][0]["detections"]}
+        assert found == {CLASS_NAMES[0] if model == "tiny" else "ship"}
+
+    # jobs one after another take the first free lane: both models ran on one lane
+    assert lanes_by_model["tiny"] & lanes_by_model["other"]
