@@ -1,14 +1,15 @@
 """The Ray executor against the thread executor, in the same run, on the simulated runtime:
 a `ray.cluster_utils.Cluster` of 2 nodes x 2 logical GPUs against 4 simulated lanes.
 
-    python -m bench.ray_cluster [--seconds 0.2] [--work 6] [--jobs 30]
+    python -m bench.ray_cluster [--seconds 0.2] [--work 6] [--jobs 30] [--training 0.2]
 
 Ray listens on every interface, so this re-runs itself inside a network namespace that has
 nothing but loopback (`unshare -n`, as root) and refuses to start Ray anywhere else.
 
-- utilisation: busy lane-time / (lanes x wall) for a saturating stream of `--seconds` jobs
-  (80 % 1-lane inference, 20 % 2-lane training), queued while gate jobs hold every lane, as in
-  `bench.admission`;
+- utilisation: the jobs' own work (`--seconds` x gpus) / (lanes x wall), as in `bench.admission`,
+  for a saturating stream of `--seconds` jobs (80 % 1-lane inference, 20 % 2-lane training by
+  default: `--training`), queued while gate jobs hold every lane; the wall time runs from asking
+  the gates to stop to the last job's end;
 - per-job overhead: `--jobs` jobs of 10 ms one after another, each submitted with
   `Prefer: wait`: the client's latency, and the run's (started_at..finished_at) cost beyond its
   10 ms;
@@ -77,14 +78,17 @@ def hold_every_lane(client: httpx.Client, gates: list[int]) -> list[str]:
     return ids
 
 
-def utilisation(url: str, gates: list[int], seconds: float, work_s: float) -> dict[str, float]:
+def utilisation(
+    url: str, gates: list[int], seconds: float, work_s: float, training: float
+) -> dict[str, float]:
     rng = random.Random(42)
     lanes = sum(gates)
     count = max(20, int(work_s * lanes / (seconds * 1.2)))
-    bodies = [job_body(i, seconds, 0.2, rng) for i in range(count)]
+    bodies = [job_body(i, seconds, training, rng) for i in range(count)]
     with httpx.Client(base_url=url, timeout=60) as client:
         held = hold_every_lane(client, gates)
         asyncio.run(fill(url, bodies))
+        begin = time.time()  # the server's clock: the same host
         for job_id in held:
             client.post(f"/v1/jobs/{job_id}/cancel")
         gates_done = [wait_state(client, job_id, {"cancelled"}, 30) for job_id in held]
@@ -98,14 +102,13 @@ def utilisation(url: str, gates: list[int], seconds: float, work_s: float) -> di
     states = {job["state"] for job in recent}
     if states != {"succeeded"}:
         raise RuntimeError(f"unexpected job states: {states}")
-    begin = max(_ts(job["finished_at"]) for job in gates_done)
     end = max(_ts(job["finished_at"]) for job in recent)
-    busy = sum(
-        (_ts(job["finished_at"]) - max(begin, _ts(job["started_at"]))) * int(job["gpus"])
-        for job in recent
-    )
+    # The jobs' own work, as in bench.admission: started_at..finished_at also counts writing
+    # results after the lane was given back. The wall time starts when the gates are asked to
+    # stop, so how fast an executor frees a cancelled job's lanes counts too.
+    own = sum(seconds * int(job["gpus"]) for job in recent)
     wall = end - begin
-    return {"jobs": len(recent), "wall": wall, "utilisation": busy / (lanes * wall)}
+    return {"jobs": len(recent), "wall": wall, "utilisation": own / (lanes * wall)}
 
 
 def overhead(url: str, count: int) -> dict[str, float]:
@@ -300,7 +303,7 @@ def run(args: argparse.Namespace) -> None:
             with running_server(max_queued=10_000, ray_poll_interval_s=0.2, **settings) as server:
                 warm(server.url, 8)
                 row = {"startup_s": server.startup_s}
-                row |= utilisation(server.url, gates, args.seconds, args.work)
+                row |= utilisation(server.url, gates, args.seconds, args.work, args.training)
                 row |= overhead(server.url, args.jobs)
                 if name == "ray":
                     row |= node_join(server.url, cluster)
@@ -309,7 +312,10 @@ def run(args: argparse.Namespace) -> None:
             costs = paths(cluster, args.jobs, Path(folder))
     finally:
         cluster.shutdown()
-    print(f"load average: {os.getloadavg()[0]:.2f}; {args.seconds}s jobs for utilisation")
+    print(
+        f"load average: {os.getloadavg()[0]:.2f}; {args.seconds}s jobs for utilisation, "
+        f"{args.training:.0%} of them 2-lane training"
+    )
     print(f"{'executor':>8} {'jobs':>5} {'utilisation':>11} {'latency ms':>10} {'run cost ms':>11}")
     for name, row in rows.items():
         print(
@@ -335,6 +341,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.2)
     parser.add_argument("--work", type=float, default=6.0, help="seconds of work per lane")
     parser.add_argument("--jobs", type=int, default=30, help="jobs for the overhead")
+    parser.add_argument("--training", type=float, default=0.2, help="share of 2-lane training jobs")
     args = parser.parse_args()
     if loopback_only():
         run(args)
