@@ -7,8 +7,7 @@ The video: generated moving shapes, 640x480 at 30 fps (mp4v). The checkpoint: th
 yolo11n whose head finds class 0 everywhere, so `--max-det` sets how many detections each frame
 has (and the tracker follows). Server: the job's own `finished_at - started_at` (run), and POST
 to the long poll that returns it succeeded (e2e); a short job first loads and warms the model.
-Direct:
-`YOLO(path)` warmed the same way, then `predict(source=<file>, stream=True)` or
+Direct: `YOLO(path)` warmed the same way, then `predict(source=<file>, stream=True)` or
 `track(source=<file>, stream=True, tracker="bytetrack.yaml")`, every result consumed, with the
 same imgsz, conf, iou, max_det and torch thread count as the server's CPU lane. The two sides
 alternate, so load from other processes lands on both. ultralytics reads a video one frame per
