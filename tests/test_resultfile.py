@@ -1,4 +1,5 @@
-"""Result files: written one entry a line with an index, served whole or in pages from disk."""
+"""Results: a small one encoded for the job's record; a larger one in a file written one entry a
+line with an index, served whole or in pages from disk."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from yolo_orch.errors import ResultTooLarge
 from yolo_orch.jobfiles import RESULT_FILE, RESULT_INDEX, JobFiles
-from yolo_orch.resultfile import EntryPage
+from yolo_orch.resultfile import EntryPage, page_of
 
 
 def entry(i: int) -> dict[str, Any]:
@@ -25,6 +26,11 @@ def entry(i: int) -> dict[str, Any]:
 DETAIL = {"images": [entry(i) for i in range(7)]}
 
 
+def on_disk(root: Path, max_result_bytes: int = 1 << 20) -> JobFiles:
+    """Job files that keep every result in a file, however small."""
+    return JobFiles(root, max_result_bytes, inline_result_bytes=0)
+
+
 async def page_json(page: EntryPage, limit: int) -> dict[str, Any]:
     body = b"".join([chunk async for chunk in page.json(limit)])
     parsed: dict[str, Any] = json.loads(body)
@@ -32,7 +38,7 @@ async def page_json(page: EntryPage, limit: int) -> dict[str, Any]:
 
 
 def test_the_file_is_the_full_result_and_each_entry_a_line(tmp_path: Path) -> None:
-    files = JobFiles(tmp_path)
+    files = on_disk(tmp_path)
     files.write_result("j", DETAIL)
 
     text = files.result_path("j").read_text()
@@ -45,7 +51,7 @@ def test_the_file_is_the_full_result_and_each_entry_a_line(tmp_path: Path) -> No
 
 
 def test_other_keys_come_before_the_entries(tmp_path: Path) -> None:
-    files = JobFiles(tmp_path)
+    files = on_disk(tmp_path)
     detail = {"format": "pt", "images": [entry(1)]}
 
     files.write_result("j", detail)
@@ -57,7 +63,7 @@ def test_other_keys_come_before_the_entries(tmp_path: Path) -> None:
 async def test_pages_are_byte_ranges_found_through_the_index(
     tmp_path: Path, offset: int, limit: int
 ) -> None:
-    files = JobFiles(tmp_path)
+    files = on_disk(tmp_path)
     files.write_result("j", DETAIL)
 
     page = await page_json(files.result_page("j", offset, limit), limit)
@@ -70,7 +76,7 @@ async def test_pages_are_byte_ranges_found_through_the_index(
 
 
 async def test_an_empty_result_has_an_empty_page(tmp_path: Path) -> None:
-    files = JobFiles(tmp_path)
+    files = on_disk(tmp_path)
     files.write_result("j", {"images": []})
 
     assert json.loads(files.result_path("j").read_bytes()) == {"images": []}
@@ -79,7 +85,7 @@ async def test_an_empty_result_has_an_empty_page(tmp_path: Path) -> None:
 
 
 async def test_a_result_without_entries_pages_as_empty(tmp_path: Path) -> None:
-    files = JobFiles(tmp_path)
+    files = on_disk(tmp_path)
     detail = {"epochs": 3, "metrics": {"mAP50": 0.5}, "model_id": "m"}
     files.write_result("j", detail)
 
@@ -93,28 +99,51 @@ async def test_a_result_written_before_the_index_is_paged_by_parsing_it(tmp_path
     (tmp_path / "j").mkdir()
     (tmp_path / "j" / RESULT_FILE).write_text(json.dumps(DETAIL))
 
-    page = await page_json(JobFiles(tmp_path).result_page("j", 2, 2), 2)
+    page = await page_json(on_disk(tmp_path).result_page("j", 2, 2), 2)
 
     assert page["images"] == DETAIL["images"][2:4]
     assert (page["total"], page["next_offset"]) == (7, 4)
 
 
 def test_a_result_past_the_limit_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
-    JobFiles(tmp_path).write_result("measured", DETAIL)
+    on_disk(tmp_path).write_result("measured", DETAIL)
     exact = (tmp_path / "measured" / RESULT_FILE).stat().st_size
-    JobFiles(tmp_path, max_result_bytes=exact).write_result("fits", DETAIL)
+    on_disk(tmp_path, max_result_bytes=exact).write_result("fits", DETAIL)
 
     with pytest.raises(ResultTooLarge) as caught:
-        JobFiles(tmp_path, max_result_bytes=exact - 1).write_result("big", DETAIL)
+        on_disk(tmp_path, max_result_bytes=exact - 1).write_result("big", DETAIL)
 
     assert caught.value.code == "result_too_large"
     assert list((tmp_path / "big").iterdir()) == []
 
 
 def test_a_rewrite_replaces_an_earlier_attempts_index(tmp_path: Path) -> None:
-    files = JobFiles(tmp_path)
+    files = on_disk(tmp_path)
     files.write_result("j", DETAIL)
 
     files.write_result("j", {"images": [entry(9)]})
 
     assert files.result_page("j", 0, 10).total == 1
+
+
+async def test_a_small_result_is_returned_to_be_kept_with_the_job(tmp_path: Path) -> None:
+    files = JobFiles(tmp_path)
+    on_disk(tmp_path).write_result("j", DETAIL)  # an earlier attempt's file
+    file_bytes = files.result_path("j").read_bytes()
+
+    kept = files.write_result("j", DETAIL)
+
+    assert kept == file_bytes  # the same bytes as the file would hold
+    assert not (tmp_path / "j" / RESULT_FILE).exists()
+    assert not (tmp_path / "j" / RESULT_INDEX).exists()
+    page = await page_json(page_of(kept, 5, 3), 3)
+    assert page["images"] == DETAIL["images"][5:]
+    assert (page["total"], page["next_offset"]) == (7, None)
+
+
+def test_a_result_past_the_inline_size_goes_to_its_file(tmp_path: Path) -> None:
+    size = len(JobFiles(tmp_path).write_result("measured", DETAIL) or b"")
+
+    assert JobFiles(tmp_path, inline_result_bytes=size).write_result("fits", DETAIL) is not None
+    assert JobFiles(tmp_path, inline_result_bytes=size - 1).write_result("big", DETAIL) is None
+    assert json.loads(JobFiles(tmp_path).result_path("big").read_bytes()) == DETAIL

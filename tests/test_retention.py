@@ -36,7 +36,7 @@ async def test_delete_removes_a_finished_job_and_its_files(
     async with serve(create_app(settings)) as client:
         done = await _finished(client)
         folder = settings.jobs_dir / done
-        assert (folder / "result.json").is_file()
+        assert (folder / "job.log").is_file()
         slow = sim_job(params={"sim_seconds": 20, "sim_steps": 400})
         running = (await client.post("/v1/jobs", json=slow)).json()["id"]
         queued = (await client.post("/v1/jobs", json=slow)).json()["id"]
@@ -142,7 +142,7 @@ async def test_a_known_jobs_folder_is_not_an_orphan(
         job_id = await _finished(client)
         _aged(settings.jobs_dir / job_id)
         await asyncio.sleep(0.3)  # several sweeps
-        assert (settings.jobs_dir / job_id / "result.json").is_file()
+        assert (settings.jobs_dir / job_id / "job.log").is_file()
 
 
 async def test_an_upload_still_in_flight_past_the_grace_is_not_an_orphan(

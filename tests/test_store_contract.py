@@ -344,6 +344,23 @@ async def test_finish_records_the_outcome_once(store: JobStore) -> None:
     assert await store.get(job.id) == finished
 
 
+async def test_the_detail_of_an_outcome_is_kept_with_the_job_until_it_goes(
+    store: JobStore,
+) -> None:
+    job = await running(store)
+    plain = await running(store)
+    body = b'{"images":[\n{"source":"a.jpg"}\n]}'
+
+    await store.finish(job.id, Outcome(JobState.SUCCEEDED, detail=body), T0)
+    await store.finish(plain.id, Outcome(JobState.SUCCEEDED), T0)
+
+    assert await store.result_detail(job.id) == body
+    assert await store.result_detail(plain.id) is None
+    assert await store.result_detail("no-such-job") is None
+    await store.delete(job.id)
+    assert await store.result_detail(job.id) is None
+
+
 async def test_finish_takes_the_outcome_progress(store: JobStore) -> None:
     job = await running(store)
     await store.set_progress(job.id, Progress(3, 4, "image"))

@@ -154,7 +154,7 @@ async def _start(
     else:
         lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
         executor = ThreadExecutor(runtime, lanes.total_slots)
-    files = JobFiles(settings.jobs_dir, settings.max_result_bytes)
+    files = JobFiles(settings.jobs_dir, settings.max_result_bytes, settings.inline_result_bytes)
     if telemetry is None and settings.gpu_telemetry:
         telemetry = GpuTelemetry()
     if telemetry is not None:

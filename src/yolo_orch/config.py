@@ -23,7 +23,7 @@ from pydantic_settings import (
 from yolo_orch.class_names import DEFAULT_MAX_CLASS_NAMES, DEFAULT_MAX_CLASS_NAMES_BYTES
 from yolo_orch.images import DEFAULT_MAX_IMAGE_PIXELS
 from yolo_orch.params.common import MAX_TIMEOUT_S
-from yolo_orch.resultfile import DEFAULT_MAX_RESULT_BYTES
+from yolo_orch.resultfile import DEFAULT_INLINE_RESULT_BYTES, DEFAULT_MAX_RESULT_BYTES
 
 CONFIG_ENV_VAR = "YOLO_ORCH_CONFIG"
 MEMORY_DATABASE_URL = "memory://"
@@ -210,6 +210,14 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest result file of one job; a job whose result would be larger fails "
         "with result_too_large.",
+    )
+    inline_result_bytes: int = Field(
+        default=DEFAULT_INLINE_RESULT_BYTES,
+        ge=0,
+        le=16 << 20,
+        description="Results up to this size are committed with the job's outcome, in the "
+        "database, instead of written to a result file with its fsyncs; 0: every result in a "
+        "file.",
     )
     retention_days: float | None = Field(
         default=None,

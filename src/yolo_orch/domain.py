@@ -151,6 +151,9 @@ class Outcome:
     error: JobError | None = None
     result: JsonObject | None = None
     progress: Progress | None = None
+    detail: bytes | None = None
+    """The full result as JSON, when it is small enough to be kept with the job; otherwise it
+    is in the job's result file."""
 
     def __post_init__(self) -> None:
         if not self.state.is_terminal:
@@ -159,10 +162,12 @@ class Outcome:
 
 @dataclass(frozen=True)
 class JobResult:
-    """What a runner returns: a summary kept with the job and the full detail for its file."""
+    """What a runner returns: a summary kept with the job and the full detail, for its result
+    file or, encoded once it is known to be small (`encoded`), for the job's own record."""
 
     summary: JsonObject
     detail: JsonObject = field(default_factory=dict)
+    encoded: bytes | None = None
 
 
 @dataclass(frozen=True)

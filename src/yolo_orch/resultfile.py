@@ -21,6 +21,7 @@ line, with an index of the same layout; `read_page(..., lines=True)` pages it th
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -33,16 +34,23 @@ import orjson
 from yolo_orch.errors import ResultTooLarge
 
 __all__ = [
+    "DEFAULT_INLINE_RESULT_BYTES",
     "DEFAULT_MAX_RESULT_BYTES",
     "ENTRIES_KEY",
     "FRAMES_KEY",
     "EntryLog",
     "EntryPage",
+    "encode_small",
+    "page_of",
     "read_page",
     "write_result",
 ]
 
 DEFAULT_MAX_RESULT_BYTES = 128 << 20
+DEFAULT_INLINE_RESULT_BYTES = 64 << 10
+"""Results up to this size are committed with the job's outcome rather than written to a file:
+for a small job, a file, its fsync and its folder's cost more than the run
+(`bench.admission --zero`)."""
 ENTRIES_KEY = "images"
 FRAMES_KEY = "frames"
 _SPAN = struct.Struct("<QQ")
@@ -72,6 +80,17 @@ def write_result(file: BinaryIO, detail: dict[str, Any], max_bytes: int) -> byte
         index += _SPAN.pack(start, out.written)
     out.write(b"\n]}")
     return bytes(index)
+
+
+def encode_small(detail: dict[str, Any], limit: int) -> bytes | None:
+    """`detail` as `write_result` lays it out, if that takes at most `limit` bytes; else None
+    (encoding stops as soon as it passes `limit`)."""
+    buffer = io.BytesIO()
+    try:
+        write_result(buffer, detail, limit)
+    except ResultTooLarge:
+        return None
+    return buffer.getvalue()
 
 
 class EntryLog:
@@ -174,16 +193,16 @@ def read_page(
     except FileNotFoundError:
         if lines:
             raise
-        return _parsed_page(result, offset, limit)
+        return page_of(result.read_bytes(), offset, limit)
     first, _ = _SPAN.unpack_from(spans, 0)
     _, last = _SPAN.unpack_from(spans, len(spans) - _SPAN.size)
     return EntryPage(total, offset, count, result, (first, last), key=key, lines=lines)
 
 
-def _parsed_page(result: Path, offset: int, limit: int) -> EntryPage:
-    """A result file without an index: training results (no entries, small), or one written
-    before the index existed (read whole, as every result was then)."""
-    detail = orjson.loads(result.read_bytes())
+def page_of(body: bytes, offset: int, limit: int) -> EntryPage:
+    """A page of a result read whole: one kept with its job (small), a result file without an
+    index (training: no entries, small), or one written before the index existed."""
+    detail = orjson.loads(body)
     entries = detail.get(ENTRIES_KEY) if isinstance(detail, dict) else None
     if not isinstance(entries, list):
         entries = []

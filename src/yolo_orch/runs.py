@@ -4,6 +4,7 @@ becomes the job's outcome."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -69,15 +70,18 @@ def outcome_of(run: Run, job_id: str, raw: BatchOutcome) -> Outcome:
         return Outcome(JobState.FAILED, error=error, progress=run.progress)
     if run.stopped_by is not None:  # it ignored the stop, but not for long
         return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
-    return Outcome(JobState.SUCCEEDED, result=raw.summary, progress=run.progress)
+    return Outcome(
+        JobState.SUCCEEDED, result=raw.summary, progress=run.progress, detail=raw.encoded
+    )
 
 
 def write_result(files: JobFiles, job_id: str, outcome: BatchOutcome) -> BatchOutcome:
-    """Blocking: the job's result file, durable before the job may be marked succeeded; a job
-    whose file cannot be written fails (alone)."""
+    """Blocking: the job's result, encoded for its outcome (small) or in its file, durable
+    before the job may be marked succeeded; a job whose result cannot be written fails
+    (alone)."""
     if isinstance(outcome, JobResult):
         try:
-            files.write_result(job_id, outcome.detail)
+            return dataclasses.replace(outcome, encoded=files.write_result(job_id, outcome.detail))
         except Exception as exc:
             return exc
     return outcome

@@ -48,7 +48,7 @@ from yolo_orch.params.inference import check_task
 from yolo_orch.paths import is_glob
 from yolo_orch.queue_wait import expected_wait_s
 from yolo_orch.registry import ModelRegistry
-from yolo_orch.resultfile import EntryPage
+from yolo_orch.resultfile import EntryPage, page_of
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
 from yolo_orch.task_data import check_task_dataset
@@ -301,14 +301,19 @@ class JobService:
             self._dispatcher.wake()
         return job
 
-    async def result_file(self, job_id: str) -> Path:
-        """The file of a succeeded job's full result (JSON), to be streamed."""
+    async def result(self, job_id: str) -> bytes | Path:
+        """A succeeded job's full result (JSON): kept with the job (small), or the file to
+        stream."""
         await self._succeeded(job_id)
-        return self._files.result_path(job_id)
+        kept = await self._store.result_detail(job_id)
+        return kept if kept is not None else self._files.result_path(job_id)
 
     async def result_page(self, job_id: str, offset: int, limit: int) -> EntryPage:
         """A page of a succeeded job's per-image entries."""
         await self._succeeded(job_id)
+        kept = await self._store.result_detail(job_id)
+        if kept is not None:
+            return page_of(kept, offset, limit)
         return await anyio.to_thread.run_sync(
             self._files.result_page, job_id, offset, limit, limiter=self._file_limiter
         )

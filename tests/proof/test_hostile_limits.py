@@ -88,7 +88,7 @@ def big_result(entries: int, detections: int) -> dict[str, Any]:
 def test_a_large_result_is_streamed_from_disk_whole_and_in_pages(
     server_factory: ServerFactory,
 ) -> None:
-    server = server_factory()
+    server = server_factory(inline_result_bytes=0)  # every result in its file
     server.start()
     with server.client() as client:
         job = wait_terminal(client, submit(client, sim_inference("one.jpg"))["id"], 30)

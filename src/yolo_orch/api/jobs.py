@@ -114,7 +114,8 @@ RESULT_PAGE_MAX = 1000
     description="Inference: per image (`images`), what the model's task finds (detections; "
     "with masks, keypoints or rotated boxes; classes; or a class or depth map, saved as an "
     "artifact). Training: metrics and the produced "
-    "model. Without `offset` and `limit`, the whole result, streamed from disk. With either, a "
+    "model. Without `offset` and `limit`, the whole result (a large one streamed from its "
+    "file). With either, a "
     'page of the per-image entries: `{"offset", "limit", "total", "next_offset", '
     '"images"}`, where `images` holds entries `offset` to `offset + limit - 1` (fewer at the '
     "end) and `next_offset` is the `offset` of the next page, or null after the last. A "
@@ -139,7 +140,10 @@ async def get_result(
         frames = await jobs.frame_page(job_id, entry, offset or 0, limit)
         return StreamingResponse(frames.json(limit), media_type="application/json")
     if offset is None and limit is None:
-        return FileResponse(await jobs.result_file(job_id), media_type="application/json")
+        result = await jobs.result(job_id)
+        if isinstance(result, bytes):
+            return Response(result, media_type="application/json")
+        return FileResponse(result, media_type="application/json")
     limit = limit or RESULT_PAGE_DEFAULT
     page = await jobs.result_page(job_id, offset or 0, limit)
     return StreamingResponse(page.json(limit), media_type="application/json")

@@ -77,6 +77,11 @@ class JobStore(ABC):
         if the job is terminal already."""
 
     @abstractmethod
+    async def result_detail(self, job_id: str) -> bytes | None:
+        """The full result `finish` recorded with the job (`Outcome.detail`); None when it
+        recorded none (the result is in the job's file, or there is none)."""
+
+    @abstractmethod
     async def cancel(self, job_id: str, now: datetime) -> Job:
         """QUEUED -> CANCELLED at once; RUNNING -> `cancel_requested`; terminal: raise
         `JobAlreadyFinished`."""

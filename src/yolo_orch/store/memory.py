@@ -50,6 +50,8 @@ class InMemoryDatabase:
 
     jobs: dict[str, Job] = field(default_factory=dict)
     job_ids_by_key: dict[str, str] = field(default_factory=dict)
+    result_details: dict[str, bytes] = field(default_factory=dict)
+    """Job id -> the full result recorded with its outcome (`Outcome.detail`)."""
     last_seq: int = 0
     models: dict[str, Model] = field(default_factory=dict)
     """By id, in registration order."""
@@ -167,6 +169,8 @@ class InMemoryJobStore(JobStore):
         job = await self.get(job_id)
         if job.state.is_terminal:
             raise JobAlreadyFinished(job_id, job.state)
+        if outcome.detail is not None:
+            self._db.result_details[job_id] = outcome.detail
         return self._put(
             replace(
                 job,
@@ -177,6 +181,9 @@ class InMemoryJobStore(JobStore):
                 finished_at=now,
             )
         )
+
+    async def result_detail(self, job_id: str) -> bytes | None:
+        return self._db.result_details.get(job_id)
 
     async def cancel(self, job_id: str, now: datetime) -> Job:
         job = await self.get(job_id)
@@ -256,6 +263,7 @@ class InMemoryJobStore(JobStore):
 
     def _forget(self, job: Job) -> Job:
         del self._jobs[job.id]
+        self._db.result_details.pop(job.id, None)
         if job.idempotency_key is not None:
             self._by_key.pop(job.idempotency_key, None)
         return job

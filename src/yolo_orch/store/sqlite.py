@@ -3,7 +3,7 @@
 thread that shares the GIL with the event loop): `create` is one `INSERT ... SELECT ... WHERE
 <room in the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING RETURNING *`,
 and reads why only on the rare refusal; the dispatcher's writes are single `UPDATE ...
-RETURNING`s."""
+RETURNING`s (and, for a small result, its `INSERT` in the same transaction)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ from yolo_orch.store.base import JobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.tables import (
     JOB_COUNTS,
+    JOB_RESULTS,
     JOBS,
     MODELS,
     NEW_JOB_COLUMNS,
@@ -115,6 +116,11 @@ class SQLiteJobStore(JobStore):
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         return await self._db.write(functools.partial(_finish, job_id, outcome, now))
+
+    async def result_detail(self, job_id: str) -> bytes | None:
+        stmt = select(JOB_RESULTS.c.body).where(JOB_RESULTS.c.job_id == job_id)
+        body: bytes | None = await self._db.read(lambda conn: conn.execute(stmt).scalar())
+        return body
 
     async def cancel(self, job_id: str, now: datetime) -> Job:
         return await self._db.write(functools.partial(_cancel, job_id, now))
@@ -303,7 +309,15 @@ def _finish(job_id: str, outcome: Outcome, now: datetime, conn: Connection) -> J
     job = _update_job(conn, job_id, JOBS.c.state.not_in(_TERMINAL), **values)
     if job is None:
         raise JobAlreadyFinished(job_id, _state_of(conn, job_id))
+    if outcome.detail is not None:
+        conn.execute(_INSERT_RESULT, {"job_id": job_id, "body": outcome.detail})
     return job
+
+
+_NEW_RESULT = sqlite_insert(JOB_RESULTS)
+_INSERT_RESULT = _NEW_RESULT.on_conflict_do_update(
+    index_elements=[JOB_RESULTS.c.job_id], set_={"body": _NEW_RESULT.excluded.body}
+)
 
 
 def _cancel(job_id: str, now: datetime, conn: Connection) -> Job:

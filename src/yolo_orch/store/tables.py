@@ -101,6 +101,16 @@ class JobCountRow(SQLModel, table=True):
     count: int
 
 
+class JobResultRow(SQLModel, table=True):
+    """A small job's full result, committed with its outcome (`Outcome.detail`): a larger one
+    is in the job's result file. A table of its own, so that reading jobs never reads it."""
+
+    __tablename__ = "job_results"
+
+    job_id: str = Field(primary_key=True, foreign_key="jobs.id", ondelete="CASCADE")
+    body: bytes
+
+
 class ModelRow(SQLModel, table=True):
     __tablename__ = "models"
 
@@ -140,6 +150,7 @@ class VariantRow(SQLModel, table=True):
 
 JOBS: Table = JobRow.metadata.tables["jobs"]
 MODELS: Table = ModelRow.metadata.tables["models"]
+JOB_RESULTS: Table = JobResultRow.metadata.tables["job_results"]
 JOB_COUNTS: Table = JobCountRow.metadata.tables["job_counts"]
 VARIANTS: Table = VariantRow.metadata.tables["model_variants"]
 
