@@ -28,6 +28,7 @@ from yolo_orch.executor import Executor
 from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import current_job
+from yolo_orch.queue_head import QueueHead
 from yolo_orch.recovery import settle_left_running
 from yolo_orch.run_limits import RunLimits
 from yolo_orch.run_records import OnRunEnd, ProgressWriter, record_outcomes
@@ -70,6 +71,7 @@ class Dispatcher:
         self._batching = batching or BatchPolicy()
         self._on_batch = on_batch
         self._runs: dict[str, Run] = {}
+        self._head = QueueHead(store)
         self._stopping = False
         self._admitting = asyncio.Lock()
         self._suspects: set[str] = set()
@@ -117,6 +119,12 @@ class Dispatcher:
         run.task = asyncio.create_task(self._run_batch(batch, []), name=f"job {job.id}")
 
     def wake(self) -> None:
+        """The queue or the lanes changed: admit what can start now."""
+        self._head.forget()
+        self._resume()
+
+    def _resume(self) -> None:
+        """Lanes were freed (the queue is as the dispatcher left it)."""
         self._wakeup.set()
         self._queue_changed.set()
         self._queue_changed = asyncio.Event()
@@ -188,7 +196,7 @@ class Dispatcher:
             # Jobs needing more lanes than can take work are not even read: they would fill
             # the window and hide the runnable jobs behind them.
             order = self._order()
-            queue = await self._store.next_queued(window, order)
+            queue = await self._head.first(window, order, asyncio.get_running_loop().time())
             for position, job in enumerate(queue):
                 if job.id in self._runs:
                     continue  # joined a batch of this pass
@@ -241,6 +249,7 @@ class Dispatcher:
             run = Run(job.id, task=task)
             self._runs[job.id] = run
             batch.runs.append(run)
+        self._head.started({job.id for job in jobs})
         self._lanes.ride([job.id for job in jobs if job.id != batch.holder], batch.lanes)
 
     async def _claim(self, batch: Batch, jobs: list[Job]) -> None:
@@ -277,7 +286,7 @@ class Dispatcher:
         for run in batch.runs:
             self._lanes.unride(run.job_id, batch.lanes)
         self._lanes.release(batch.holder, batch.lanes)
-        self.wake()
+        self._resume()
 
     def _release(self, batch: Batch) -> None:
         for run in batch.runs:
@@ -286,7 +295,7 @@ class Dispatcher:
             self._lanes.unride(run.job_id, batch.lanes)
         self._suspects.discard(batch.holder)
         self._lanes.release(batch.holder, batch.lanes)
-        self.wake()
+        self._resume()
 
     async def _run_batch(self, batch: Batch, jobs: list[Job]) -> None:
         """Claim `jobs` for `batch` (besides any it holds already), run and record them."""
@@ -314,6 +323,8 @@ class Dispatcher:
                 started,
                 self._on_run_end,
             )
+            if len(ended) < len(ran):  # lost runs went back to the queue
+                self._head.forget()
             for job, outcome in ended:
                 if outcome.error is not None and outcome.error.code == ErrorCode.CUDA_FATAL:
                     await self._poisoned(job.id, outcome.error)

@@ -1,0 +1,61 @@
+"""The head of the queue as the dispatcher last read it, so that an admission pass after a run
+ends need not read the store again: while nothing but the dispatcher's own starts changed the
+queue, the head is what the last read found, less the jobs started since."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from yolo_orch.domain import Job, QueueOrder
+from yolo_orch.store.base import JobStore
+
+SPARE = 32
+"""Jobs read beyond the window asked for, so that one read serves several passes."""
+MAX_AGE_S = 0.5
+"""A read older than this is read again: aging moves jobs up the queue as time passes (by whole
+steps per minute, so half a second of it changes at most who of two ties starts first)."""
+
+
+@dataclass
+class _Read:
+    jobs: list[Job]
+    complete: bool
+    """The read found fewer jobs than it asked for: these are the whole queue."""
+    aging_per_minute: float
+    max_gpus: int | None
+    at: float
+
+
+class QueueHead:
+    def __init__(self, store: JobStore) -> None:
+        self._store = store
+        self._read: _Read | None = None
+        self._changes = 0
+
+    def forget(self) -> None:
+        """Something else changed the queue (a submission, a cancel, a requeue): read again."""
+        self._read = None
+        self._changes += 1
+
+    def started(self, job_ids: set[str]) -> None:
+        """Jobs the dispatcher started (they are no longer queued)."""
+        if self._read is not None:
+            self._read.jobs = [job for job in self._read.jobs if job.id not in job_ids]
+
+    async def first(self, window: int, order: QueueOrder, now: float) -> list[Job]:
+        """The first `window` queued jobs in start order (`now`: the loop's time)."""
+        read = self._read
+        if (
+            read is None
+            or now - read.at > MAX_AGE_S
+            or (read.aging_per_minute, read.max_gpus) != (order.aging_per_minute, order.max_gpus)
+            or (len(read.jobs) < window and not read.complete)
+        ):
+            changes = self._changes
+            jobs = await self._store.next_queued(window + SPARE, order)
+            read = _Read(
+                jobs, len(jobs) < window + SPARE, order.aging_per_minute, order.max_gpus, now
+            )
+            # Kept only if nothing changed the queue while it was read.
+            self._read = read if changes == self._changes else None
+        return read.jobs[:window]

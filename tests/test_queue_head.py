@@ -1,0 +1,93 @@
+"""The dispatcher's view of the queue head: one read serves several admission passes, and any
+change to the queue from outside the dispatcher makes the next pass read again."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from yolo_orch.domain import Job, JobKind, NewJob, QueueOrder
+from yolo_orch.queue_head import MAX_AGE_S, SPARE, QueueHead
+from yolo_orch.store.memory import InMemoryJobStore
+
+T0 = datetime(2026, 12, 1, tzinfo=UTC)
+ORDER = QueueOrder(T0)
+
+
+class CountingStore(InMemoryJobStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.during_read: asyncio.Event | None = None
+
+    async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
+        self.reads += 1
+        jobs = await super().next_queued(limit, order)
+        if self.during_read is not None:
+            await self.during_read.wait()
+        return jobs
+
+
+async def add(store: InMemoryJobStore, count: int, priority: int = 0) -> list[Job]:
+    jobs = []
+    for _ in range(count):
+        new = NewJob(kind=JobKind.INFERENCE, model="sim", spec={}, priority=priority)
+        jobs.append((await store.create(new, max_queued=10_000, now=T0))[0])
+    return jobs
+
+
+async def test_passes_take_from_one_read_less_what_they_started() -> None:
+    store = CountingStore()
+    jobs = await add(store, 3 + SPARE + 2)
+    head = QueueHead(store)
+
+    first = await head.first(3, ORDER, now=0.0)
+    head.started({first[0].id})
+    second = await head.first(3, ORDER, now=0.1)
+
+    assert first == jobs[:3]
+    assert second == jobs[1:4]
+    assert store.reads == 1
+
+
+async def test_a_change_from_outside_or_age_means_a_new_read() -> None:
+    store = CountingStore()
+    await add(store, 2)
+    head = QueueHead(store)
+    await head.first(3, ORDER, now=0.0)
+
+    urgent = (await add(store, 1, priority=5))[0]
+    assert (await head.first(3, ORDER, now=0.1))[0] != urgent  # nobody said the queue changed
+    head.forget()
+    assert (await head.first(3, ORDER, now=0.2))[0] == urgent
+    await head.first(3, ORDER, now=0.2 + MAX_AGE_S + 0.01)
+    assert store.reads == 3
+
+
+async def test_a_read_that_runs_short_of_the_window_is_the_whole_queue() -> None:
+    store = CountingStore()
+    jobs = await add(store, 2)
+    head = QueueHead(store)
+
+    await head.first(3, ORDER, now=0.0)
+    head.started({jobs[0].id})
+
+    assert await head.first(3, ORDER, now=0.1) == jobs[1:]
+    assert store.reads == 1
+
+
+async def test_a_read_overtaken_by_a_change_is_not_kept() -> None:
+    store = CountingStore()
+    await add(store, 2)
+    head = QueueHead(store)
+    store.during_read = asyncio.Event()
+
+    reading = asyncio.create_task(head.first(3, ORDER, now=0.0))
+    await asyncio.sleep(0)
+    urgent = (await add(store, 1, priority=5))[0]
+    head.forget()  # a submission while the read was under way
+    store.during_read.set()
+    await reading
+
+    assert (await head.first(3, ORDER, now=0.1))[0] == urgent
+    assert store.reads == 2
