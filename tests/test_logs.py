@@ -131,3 +131,28 @@ def test_the_held_marker_stays_out_of_json_lines() -> None:
     line = json.loads(JsonFormatter().format(record("queued", **before_start("j1"))))
     assert line["job_id"] == "j1"
     assert set(line) == {"ts", "level", "logger", "msg", "job_id"}
+
+
+def test_lines_are_written_off_the_logging_thread_and_settle_waits_for_them(
+    tmp_path: Path,
+) -> None:
+    logs = install_job_logs(tmp_path)
+    writers: set[str] = set()
+    write = logs.writer.emit
+
+    def noting_writer(record: logging.LogRecord) -> None:
+        writers.add(threading.current_thread().name)
+        write(record)
+
+    logs.writer.emit = noting_writer  # type: ignore[method-assign]
+    try:
+        token = current_job.set("j6")
+        for n in range(50):
+            logging.getLogger("yolo_orch.x").info("line %d", n)
+        current_job.reset(token)
+        logs.settle()
+        lines = (tmp_path / "j6" / "job.log").read_text().splitlines()
+    finally:
+        remove_job_logs(logs)
+    assert [line.split(": ", 1)[1] for line in lines] == [f"line {n}" for n in range(50)]
+    assert threading.current_thread().name not in writers

@@ -122,7 +122,8 @@ async def _start(
     lock = InstanceLock(settings.lock_files)
     lock.acquire()
     stack.callback(lock.release)
-    stack.callback(remove_job_logs, install_job_logs(settings.jobs_dir))
+    job_logs = install_job_logs(settings.jobs_dir)
+    stack.callback(remove_job_logs, job_logs)
 
     durable_store, model_store, migrations_at_head = await _open_stores(settings, stack)
     events = JobEvents()
@@ -185,6 +186,7 @@ async def _start(
         models,
         files,
         max_gpus=lambda: lanes.largest_node,
+        settle_logs=job_logs.settle,
         lane_ids=lanes.ids,
         total_slots=lanes.total_slots,
         max_queued=settings.max_queued,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import logging.handlers
+import queue
 import threading
 import warnings
 from collections import OrderedDict
@@ -78,12 +80,12 @@ class JsonFormatter(logging.Formatter):
 
 
 class JobLogHandler(logging.Handler):
-    """Appends each record that belongs to a job to that job's log file.
+    """Appends each record that belongs to a job to that job's log file, on the thread of
+    `JobLogs` (never the event loop's).
 
-    Records are often logged from the event loop, so the files of the most recently active
-    jobs stay open (a write, not a mkdir and an open, per line), and lines logged with
-    `before_start` wait in memory for the job's first other line (the oldest `HELD_JOBS`
-    jobs' are dropped: jobs that never start).
+    The files of the most recently active jobs stay open (a write, not a mkdir and an open, per
+    line), and lines logged with `before_start` wait in memory for the job's first other line
+    (the oldest `HELD_JOBS` jobs' are dropped: jobs that never start).
     """
 
     OPEN_FILES = 32
@@ -138,22 +140,64 @@ class JobLogHandler(logging.Handler):
             self._held.popitem(last=False)
 
 
-def install_job_logs(jobs_dir: Path) -> JobLogHandler:
-    """Attach a job log handler to the root logger and to ultralytics' own (which does not
-    propagate); `remove_job_logs` detaches it."""
-    handler = JobLogHandler(jobs_dir)
+class _JobRecords(logging.handlers.QueueHandler):
+    """Queues the records that belong to a job, each marked with its job: the job is found
+    here, in the context that logged it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "job_id", None) or current_job.get():
+            super().emit(record)
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        prepared: logging.LogRecord = super().prepare(record)
+        prepared.job_id = getattr(record, "job_id", None) or current_job.get()
+        return prepared
+
+
+class JobLogs:
+    """Each job's log file, written by a thread of its own (the standard library's queue
+    listener): a job's first line opens its file, which must not happen on the event loop,
+    where the dispatcher logs a job's start and end. A process killed outright loses the lines
+    still queued (milliseconds' worth), as it would lose those in an unflushed buffer."""
+
+    def __init__(self, jobs_dir: Path) -> None:
+        self._queue: queue.Queue[logging.LogRecord | None] = queue.Queue()
+        self.writer = JobLogHandler(jobs_dir)
+        self.records = _JobRecords(self._queue)
+        self.records.setLevel(logging.INFO)
+        self._listener = logging.handlers.QueueListener(
+            self._queue, self.writer, respect_handler_level=True
+        )
+
+    def settle(self) -> None:
+        """Blocking: every line logged so far is in its file."""
+        self._queue.join()
+
+    def start(self) -> None:
+        self._listener.start()
+
+    def stop(self) -> None:
+        self._listener.stop()  # writes what is queued first
+        self.writer.close()
+
+
+def install_job_logs(jobs_dir: Path) -> JobLogs:
+    """Attach the job logs to the root logger and to ultralytics' own (which does not
+    propagate); `remove_job_logs` detaches them."""
+    logs = JobLogs(jobs_dir)
+    logs.start()
     for name in ("", "ultralytics"):
-        logging.getLogger(name).addHandler(handler)
+        logging.getLogger(name).addHandler(logs.records)
     ours = logging.getLogger("yolo_orch")
     if ours.getEffectiveLevel() > logging.INFO:
         ours.setLevel(logging.INFO)
-    return handler
+    return logs
 
 
-def remove_job_logs(handler: JobLogHandler) -> None:
+def remove_job_logs(logs: JobLogs) -> None:
     for name in ("", "ultralytics"):
-        logging.getLogger(name).removeHandler(handler)
-    handler.close()
+        logging.getLogger(name).removeHandler(logs.records)
+    logs.stop()
 
 
 _info_lock = threading.Lock()

@@ -74,6 +74,7 @@ class JobService:
         files: JobFiles,
         *,
         max_gpus: Callable[[], int],
+        settle_logs: Callable[[], None],
         lane_ids: Sequence[str] = (),
         total_slots: int,
         max_queued: int,
@@ -89,7 +90,8 @@ class JobService:
         checking datasets, reading results): apart from the job runners' threads and from
         anyio's default pool, so neither can starve the other. `walk_limiter` bounds those
         expanding globs, the one kind of file work a client can make costly: a flood of walks
-        waits for its own threads while other requests go on. `pt_only`: the lanes run
+        waits for its own threads while other requests go on. `settle_logs` blocks until the
+        lines logged so far are in the job log files. `pt_only`: the lanes run
         registry models as `.pt` only, and no exports (Ray nodes: exported variants do not
         travel there)."""
         self._store = store
@@ -98,6 +100,7 @@ class JobService:
         self._models = models
         self._files = files
         self._max_gpus = max_gpus
+        self._settle_logs = settle_logs
         self._lane_ids = tuple(lane_ids)
         self._total_slots = total_slots
         self._max_queued = max_queued
@@ -341,9 +344,11 @@ class JobService:
 
     async def log_text(self, job_id: str) -> bytes:
         await self._store.get(job_id)
-        return await anyio.to_thread.run_sync(
-            self._files.read_log, job_id, limiter=self._file_limiter
-        )
+        return await anyio.to_thread.run_sync(self._read_log, job_id, limiter=self._file_limiter)
+
+    def _read_log(self, job_id: str) -> bytes:
+        self._settle_logs()  # lines logged before the request are in the file
+        return self._files.read_log(job_id)
 
     async def artifacts(self, job_id: str) -> list[tuple[str, int]]:
         await self._store.get(job_id)  # unknown job: 404, not an empty list
