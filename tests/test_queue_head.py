@@ -91,3 +91,35 @@ async def test_a_read_overtaken_by_a_change_is_not_kept() -> None:
 
     assert (await head.first(3, ORDER, now=0.1))[0] == urgent
     assert store.reads == 2
+
+
+async def test_a_submission_behind_the_head_keeps_it_and_one_ahead_of_it_is_read() -> None:
+    store = CountingStore()
+    await add(store, 2, priority=1)
+    head = QueueHead(store)
+    before = await head.first(3, ORDER, now=0.0)
+
+    later = (await add(store, 1, priority=1))[0]
+    head.queued(later, ORDER)  # behind both: joins the whole queue as read
+    assert await head.first(3, ORDER, now=0.1) == [*before, later]
+    assert store.reads == 1
+
+    urgent = (await add(store, 1, priority=5))[0]
+    head.queued(urgent, ORDER)
+    assert (await head.first(3, ORDER, now=0.2))[0] == urgent
+    assert store.reads == 2
+
+
+async def test_a_submission_during_a_read_is_not_lost() -> None:
+    store = CountingStore()
+    head = QueueHead(store)
+    store.during_read = asyncio.Event()
+
+    reading = asyncio.create_task(head.first(3, ORDER, now=0.0))
+    await asyncio.sleep(0)  # the read found an empty queue
+    job = (await add(store, 1))[0]
+    head.queued(job, ORDER)
+    store.during_read.set()
+    assert await reading == []
+
+    assert await head.first(3, ORDER, now=0.1) == [job]

@@ -123,6 +123,11 @@ class Dispatcher:
         self._head.forget()
         self._resume()
 
+    def queued(self, job: Job) -> None:
+        """`job` was submitted: admit what can start now."""
+        self._head.queued(job, self._order())
+        self._resume()
+
     def _resume(self) -> None:
         """Lanes were freed (the queue is as the dispatcher left it)."""
         self._wakeup.set()

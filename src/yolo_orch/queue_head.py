@@ -37,6 +37,23 @@ class QueueHead:
         self._read = None
         self._changes += 1
 
+    def queued(self, job: Job, order: QueueOrder) -> None:
+        """`job` was submitted. If it starts after every job read (no higher priority than the
+        last of them: the usual case), the head as read stays true, and the job joins it when
+        that read was the whole queue; otherwise the next pass reads again."""
+        self._changes += 1  # a read under way may have missed the job
+        read = self._read
+        if read is None:
+            return
+        last = read.jobs[-1] if read.jobs else None
+        behind = last is None or order.effective_priority(
+            job.priority, job.created_at
+        ) <= order.effective_priority(last.priority, last.created_at)
+        if not behind:
+            self._read = None
+        elif read.complete and order.admits(job):
+            read.jobs.append(job)
+
     def started(self, job_ids: set[str]) -> None:
         """Jobs the dispatcher started (they are no longer queued)."""
         if self._read is not None:

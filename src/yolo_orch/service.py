@@ -140,7 +140,7 @@ class JobService:
         if created:
             queued = before_start(job.id)
             log.info("job %s queued (%s, model %s)", job.id, job.kind, job.model, extra=queued)
-            self._dispatcher.wake()
+            self._dispatcher.queued(job)
         return job, created
 
     async def _with_model_and_files(self, new: NewJob) -> NewJob:
