@@ -803,6 +803,24 @@ async def test_sqlite_a_domain_error_undoes_only_its_own_write(sqlite_db: SQLite
     assert await store.count_queued() == 2
 
 
+async def test_sqlite_a_refusal_without_a_savepoint_leaves_its_batch_whole(
+    sqlite_db: SQLiteDatabase,
+) -> None:
+    store = SQLiteJobStore(sqlite_db)
+    first = await store.create(new_job(), max_queued=ROOMY, now=T0)
+
+    results = await asyncio.gather(  # creates are written without savepoints (fails_clean)
+        store.create(new_job(), max_queued=ROOMY, now=T0),
+        store.create(new_job(), max_queued=1, now=T0),  # the queue holds one already
+        store.claim(first[0].id, ("sim:0",), T0),
+        return_exceptions=True,
+    )
+
+    assert isinstance(results[1], QueueFull)
+    assert isinstance(results[2], Job) and results[2].state is JobState.RUNNING
+    assert await store.counts() == {("queued", "inference"): 1, ("running", "inference"): 1}
+
+
 async def test_sqlite_an_unexpected_error_fails_only_its_own_write(
     sqlite_db: SQLiteDatabase,
 ) -> None:

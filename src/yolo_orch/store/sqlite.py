@@ -74,7 +74,9 @@ class SQLiteJobStore(JobStore):
         # Key lookup, model check, queue bound and insert share one write transaction:
         # concurrent creates with one key make exactly one job, the bound cannot be overshot,
         # and a model deleted at the same time is either still there or refuses the job.
-        return await self._db.write(functools.partial(_create, new, max_queued, now))
+        return await self._db.write(
+            functools.partial(_create, new, max_queued, now), fails_clean=True
+        )
 
     async def get(self, job_id: str) -> Job:
         return await self._db.read(functools.partial(_get, job_id))
@@ -109,13 +111,17 @@ class SQLiteJobStore(JobStore):
         return {(str(state), str(kind)): count for state, kind, count in rows}
 
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
-        return await self._db.write(functools.partial(_claim, job_id, devices, now))
+        return await self._db.write(
+            functools.partial(_claim, job_id, devices, now), fails_clean=True
+        )
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
-        await self._db.write(functools.partial(_set_progress, job_id, progress))
+        await self._db.write(functools.partial(_set_progress, job_id, progress), fails_clean=True)
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
-        return await self._db.write(functools.partial(_finish, job_id, outcome, now))
+        return await self._db.write(
+            functools.partial(_finish, job_id, outcome, now), fails_clean=True
+        )
 
     async def result_detail(self, job_id: str) -> bytes | None:
         stmt = select(JOB_RESULTS.c.body).where(JOB_RESULTS.c.job_id == job_id)
@@ -123,7 +129,7 @@ class SQLiteJobStore(JobStore):
         return body
 
     async def cancel(self, job_id: str, now: datetime) -> Job:
-        return await self._db.write(functools.partial(_cancel, job_id, now))
+        return await self._db.write(functools.partial(_cancel, job_id, now), fails_clean=True)
 
     async def recover(
         self,
