@@ -817,7 +817,8 @@ async def test_sqlite_a_refusal_without_a_savepoint_leaves_its_batch_whole(
     )
 
     assert isinstance(results[1], QueueFull)
-    assert isinstance(results[2], Job) and results[2].state is JobState.RUNNING
+    assert isinstance(results[2], Job)
+    assert results[2].state is JobState.RUNNING
     assert await store.counts() == {("queued", "inference"): 1, ("running", "inference"): 1}
 
 
