@@ -126,24 +126,22 @@ def test_a_rewrite_replaces_an_earlier_attempts_index(tmp_path: Path) -> None:
     assert files.result_page("j", 0, 10).total == 1
 
 
-async def test_a_small_result_is_returned_to_be_kept_with_the_job(tmp_path: Path) -> None:
+async def test_a_small_result_is_encoded_as_its_file_would_hold_it(tmp_path: Path) -> None:
     files = JobFiles(tmp_path)
-    on_disk(tmp_path).write_result("j", DETAIL)  # an earlier attempt's file
-    file_bytes = files.result_path("j").read_bytes()
+    on_disk(tmp_path).write_result("j", DETAIL)
 
-    kept = files.write_result("j", DETAIL)
+    small = files.small_result(DETAIL)
 
-    assert kept == file_bytes  # the same bytes as the file would hold
-    assert not (tmp_path / "j" / RESULT_FILE).exists()
-    assert not (tmp_path / "j" / RESULT_INDEX).exists()
-    page = await page_json(page_of(kept, 5, 3), 3)
+    assert small == files.result_path("j").read_bytes()
+    assert small is not None
+    page = await page_json(page_of(small, 5, 3), 3)
     assert page["images"] == DETAIL["images"][5:]
     assert (page["total"], page["next_offset"]) == (7, None)
 
 
-def test_a_result_past_the_inline_size_goes_to_its_file(tmp_path: Path) -> None:
-    size = len(JobFiles(tmp_path).write_result("measured", DETAIL) or b"")
+def test_a_result_past_the_inline_size_needs_its_file(tmp_path: Path) -> None:
+    size = len(JobFiles(tmp_path).small_result(DETAIL) or b"")
 
-    assert JobFiles(tmp_path, inline_result_bytes=size).write_result("fits", DETAIL) is not None
-    assert JobFiles(tmp_path, inline_result_bytes=size - 1).write_result("big", DETAIL) is None
-    assert json.loads(JobFiles(tmp_path).result_path("big").read_bytes()) == DETAIL
+    assert JobFiles(tmp_path, inline_result_bytes=size).small_result(DETAIL) is not None
+    assert JobFiles(tmp_path, inline_result_bytes=size - 1).small_result(DETAIL) is None
+    assert JobFiles(tmp_path, inline_result_bytes=0).small_result({}) is None

@@ -33,7 +33,7 @@ from yolo_orch.recovery import settle_left_running
 from yolo_orch.run_limits import RunLimits
 from yolo_orch.run_records import OnRunEnd, ProgressWriter, record_outcomes
 from yolo_orch.runners.base import RunContext
-from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, write_result
+from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, with_result_kept
 from yolo_orch.store.base import JobStore
 from yolo_orch.watchdog import Watchdog
 
@@ -414,10 +414,9 @@ class Dispatcher:
         if any(_poisons(outcome) for outcome in raw):
             self._stopping = True  # before the turn goes back: nothing more may start here
         self._free_turn(batch)
-        # One thread each: a batch's fsyncs overlap rather than queue behind each other.
         raw = await asyncio.gather(
             *(
-                anyio.to_thread.run_sync(write_result, self._files, ctx.job.id, outcome)
+                with_result_kept(self._files, ctx.job.id, outcome)
                 for ctx, outcome in zip(ctxs, raw, strict=True)
             )
         )

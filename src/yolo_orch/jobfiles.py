@@ -144,24 +144,22 @@ class JobFiles:
     def result_path(self, job_id: str) -> Path:
         return self.workdir(job_id) / RESULT_FILE
 
-    def write_result(self, job_id: str, detail: dict[str, Any]) -> bytes | None:
-        """Blocking. A result of at most `inline_result_bytes` is returned encoded, to be
-        committed with the job's outcome (what an earlier attempt left on disk is removed).
-        A larger one is written to the job's result file, durable before this returns, so that
-        the job is only marked succeeded once the file is complete (None is returned then);
-        `ResultTooLarge` past `max_result_bytes` (nothing is left). The index is put in place
-        first: `result.json` is what makes the result exist."""
+    def small_result(self, detail: dict[str, Any]) -> bytes | None:
+        """No I/O: `detail` as its file would hold it, if that takes at most
+        `inline_result_bytes`, to be committed with the job's outcome (it is read in preference
+        to any file an earlier attempt left); None for a result that needs its file."""
+        return resultfile.encode_small(detail, self.inline_result_bytes)
+
+    def write_result(self, job_id: str, detail: dict[str, Any]) -> None:
+        """Blocking; durable before it returns, so a job is only marked succeeded after its
+        result file is complete. `ResultTooLarge` past `max_result_bytes` (nothing is left).
+        The index is put in place first: `result.json` is what makes the result exist."""
         index_path = self.workdir(job_id) / RESULT_INDEX
-        small = resultfile.encode_small(detail, self.inline_result_bytes)
         index_path.unlink(missing_ok=True)  # an earlier attempt's
-        if small is not None:
-            self.result_path(job_id).unlink(missing_ok=True)
-            return small
         with _atomic_file(self.result_path(job_id)) as file:
             index = resultfile.write_result(file, detail, self.max_result_bytes)
             if index is not None:
                 write_atomic(index_path, index)
-        return None
 
     def result_page(self, job_id: str, offset: int, limit: int) -> resultfile.EntryPage:
         """Entries `offset .. offset + limit - 1` of the job's result. Blocking."""

@@ -10,6 +10,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import anyio.to_thread
+
 from yolo_orch.admission import Lane
 from yolo_orch.batching import BatchOutcome
 from yolo_orch.domain import Job, JobError, JobResult, JobState, Outcome, Progress
@@ -75,13 +77,26 @@ def outcome_of(run: Run, job_id: str, raw: BatchOutcome) -> Outcome:
     )
 
 
-def write_result(files: JobFiles, job_id: str, outcome: BatchOutcome) -> BatchOutcome:
-    """Blocking: the job's result, encoded for its outcome (small) or in its file, durable
-    before the job may be marked succeeded; a job whose result cannot be written fails
-    (alone)."""
-    if isinstance(outcome, JobResult):
-        try:
-            return dataclasses.replace(outcome, encoded=files.write_result(job_id, outcome.detail))
-        except Exception as exc:
-            return exc
-    return outcome
+async def with_result_kept(files: JobFiles, job_id: str, raw: BatchOutcome) -> BatchOutcome:
+    """`raw` with its result ready to be recorded: a small one encoded here, on the event loop
+    (bounded by `inline_result_bytes`: a small job takes no thread hop for it), to be committed
+    with the outcome; a larger one written to its file on a thread of its own (a batch's fsyncs
+    overlap rather than queue), durable before the job may be marked succeeded. A result that
+    cannot be encoded or written fails its job (alone)."""
+    if not isinstance(raw, JobResult):
+        return raw
+    try:
+        small = files.small_result(raw.detail)
+    except Exception as exc:
+        return exc
+    if small is not None:
+        return dataclasses.replace(raw, encoded=small)
+    return await anyio.to_thread.run_sync(_write_result, files, job_id, raw)
+
+
+def _write_result(files: JobFiles, job_id: str, result: JobResult) -> BatchOutcome:
+    try:
+        files.write_result(job_id, result.detail)
+    except Exception as exc:
+        return exc
+    return result
