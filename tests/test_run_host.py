@@ -58,6 +58,7 @@ def task(tmp_path: Path, job_id: str, attempt: int = 1, **params: Any) -> NodeTa
         seed={},
         inputs=None,
         weights=None,
+        variant=None,
         cache_dir=str(tmp_path / "cache"),
         cache_models=2,
     )

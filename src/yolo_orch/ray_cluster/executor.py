@@ -64,9 +64,11 @@ _PROBE_TIMEOUT_S = 10.0
 class NodeJobFailed(YoloOrchError):
     """How a run failed on its node, with the code the node's runner gave."""
 
-    def __init__(self, error: JobError) -> None:
+    def __init__(self, error: JobError, tampered_variant: str | None = None) -> None:
         super().__init__(error.message)
         self.code = error.code
+        self.tampered_variant = tampered_variant
+        """The id of the variant whose files failed their fingerprints on the node."""
 
 
 class RayExecutor:
@@ -83,7 +85,7 @@ class RayExecutor:
         self._slots = slots_per_lane
         self._grace_s = cancel_grace_s
         self.node_models: dict[str, list[str]] = {}
-        """By node name: the sha256s each node said it keeps."""
+        """By node name: the sha256s (and variant digests) each node said it keeps."""
         self._hosts = Hosts(cluster, slots_per_lane)
         self._attachable: set[str] = set()
         """Jobs of a previous server whose runs go on: the next `run` of each follows it."""
@@ -177,7 +179,7 @@ class RayExecutor:
         elif isinstance(event, Failed):
             if event.error.code == ErrorCode.CUDA_FATAL:
                 await self._hosts.retire(host)  # its CUDA context is unusable
-            raise NodeJobFailed(_on_node(event.error, node))
+            raise NodeJobFailed(_on_node(event.error, node), event.tampered_variant)
         elif isinstance(event, Stopped):
             if ctx.should_cancel():
                 raise JobCancelled()
