@@ -59,6 +59,7 @@ class HeldVariantPublic(BaseModel):
     id: str
     model: str = Field(description="The name of the model it was exported from.")
     format: str = Field(examples=["onnx"])
+    size_bytes: int = Field(description="All its files together.")
 
 
 class NodePublic(BaseModel):
@@ -141,7 +142,12 @@ async def _variants_by_digest(services: Services) -> dict[str, HeldVariantPublic
         for variant in await services.models.variants.list_for(model.id):
             held.setdefault(
                 variant.sha256,
-                HeldVariantPublic(id=variant.id, model=model.name, format=str(variant.format)),
+                HeldVariantPublic(
+                    id=variant.id,
+                    model=model.name,
+                    format=str(variant.format),
+                    size_bytes=variant.size_bytes,
+                ),
             )
     return held
 
