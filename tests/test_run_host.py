@@ -24,6 +24,7 @@ from yolo_orch.ray_cluster.node_side import (
     Finished,
     NodeTask,
     Progressed,
+    Stopped,
 )
 
 WAIT_S = 10.0
@@ -67,7 +68,7 @@ def task(tmp_path: Path, job_id: str, attempt: int = 1, **params: Any) -> NodeTa
 def drain(host: RunHost, job_id: str, attempt: int = 1, since: int = 0) -> list[Event]:
     """Every event from `since` to the run's ending, poll after poll."""
     seen: list[Event] = []
-    while not seen or not isinstance(seen[-1], Finished | Failed):
+    while not seen or not isinstance(seen[-1], Finished | Failed | Stopped):
         events = host.events(None, job_id, attempt, since + len(seen), WAIT_S)
         assert events is not None
         seen.extend(events)
@@ -103,6 +104,19 @@ def test_only_the_attempt_it_holds_is_followed(tmp_path: Path) -> None:
     assert host.holds("j1", 1)
     assert not host.holds("j1", 2)
     assert host.events(None, "j1", 2, 0, 0) is None
+
+
+def test_a_cancel_that_comes_before_its_run_stops_the_run_when_it_arrives(
+    tmp_path: Path,
+) -> None:
+    """A threaded actor may run a job's cancel before the call that brings its task."""
+    host = RunHost("node-id")
+    host.cancel("j1")
+    host.events(task(tmp_path, "j1", sim_seconds=0.3, sim_steps=3), "j1", 1, 0, 0)
+    assert isinstance(drain(host, "j1")[-1], Stopped)
+    host.release("j1")
+    host.events(task(tmp_path, "j2"), "j2", 1, 0, 0)  # another job's cancel is not its own
+    assert isinstance(drain(host, "j2")[-1], Finished)
 
 
 def test_release_and_keep_only_let_runs_go(tmp_path: Path) -> None:

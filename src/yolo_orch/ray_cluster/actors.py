@@ -80,6 +80,10 @@ class RunHost:
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_devices
         self._node_id = node_id
         self._runs: dict[str, _Run] = {}
+        self._stop_on_arrival: set[str] = set()
+        """Jobs asked to stop before their run was here: this actor runs its calls in threads,
+        so a job's cancel may run before the call that brings its task (Ray keeps no order
+        between them), and the run then starts cancelled."""
         self._changed = threading.Condition()
         self._runtimes: dict[RuntimeKey, RuntimeOnNode] = {}
         self._runtimes_lock = threading.Lock()
@@ -120,6 +124,8 @@ class RunHost:
         """Ask the job's runner to stop at its next safe point."""
         with self._changed:
             run = self._runs.get(job_id)
+            if run is None:
+                self._stop_on_arrival.add(job_id)
         if run is not None:
             run.cancel.set()
 
@@ -127,6 +133,7 @@ class RunHost:
         """The job's outcome is committed: forget its run (stopping it, were it still going)."""
         with self._changed:
             run = self._runs.pop(job_id, None)
+            self._stop_on_arrival.discard(job_id)
         if run is not None:
             run.cancel.set()
 
@@ -146,6 +153,9 @@ class RunHost:
             if run is not None:  # an earlier attempt's run, left behind
                 run.cancel.set()
             run = self._runs[job.id] = _Run(job.attempt)
+            if job.id in self._stop_on_arrival:
+                self._stop_on_arrival.discard(job.id)
+                run.cancel.set()
         worker = threading.Thread(
             target=self._serve, args=(task, run), name=f"job {job.id}", daemon=True
         )
