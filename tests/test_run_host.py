@@ -1,10 +1,11 @@
 """`RunHost`, the body of the Ray lane and job actors, as plain Python (no Ray started): each run's
 events kept whole and in order from any index, a run asked for again not started twice, its
-runtime kept warm between jobs, and a fatal CUDA error that does not end the actor's process
-before the server has the ending."""
+runtime kept warm between jobs, a job actor made before its job seeing that job's GPUs, and a
+fatal CUDA error that does not end the actor's process before the server has the ending."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,18 @@ def test_a_fatal_cuda_error_ends_the_run_not_the_process(tmp_path: Path) -> None
     ending = drain(host, "j1")[-1]
     assert isinstance(ending, Failed)
     assert ending.error.code == ErrorCode.CUDA_FATAL
+
+
+def test_a_job_actor_made_ahead_sees_its_jobs_gpus_and_says_which_runs_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # restored after the test
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    host = RunHost("node-id", one_job=True)
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # its job is not known yet
+    host.events(task(tmp_path, "j1"), "j1", 1, 0, 0)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # the lane node/cuda:0
+    assert host.runs() == [("j1", 1)]
 
 
 def test_an_actor_sees_only_its_lanes_gpus() -> None:

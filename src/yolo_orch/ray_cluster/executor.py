@@ -1,6 +1,6 @@
 """`RayExecutor`: runs a job on the node its lanes belong to, in a detached actor pinned there
 (`NodeAffinitySchedulingStrategy(soft=False)`, `num_cpus=0`, no restarts): its lane's warm
-actor for inference, an actor of its own (`num_gpus=k`) for any other kind (`hosts.py`). Ray
+actor for inference, an actor of its own (made one job ahead) for any other kind (`hosts.py`). Ray
 never places, queues or re-runs anything behind the store's back, and a run outlives the server:
 a server that comes back follows it again (`surviving`) and lets it go once its outcome is
 committed (`release`)."""
@@ -82,7 +82,6 @@ class RayExecutor:
     ) -> None:
         self._cluster = cluster
         self._build_task = build_task
-        self._slots = slots_per_lane
         self._grace_s = cancel_grace_s
         self.node_models: dict[str, list[str]] = {}
         """By node name: the sha256s (and variant digests) each node said it keeps."""
@@ -111,8 +110,7 @@ class RayExecutor:
         if job.id not in self._attachable:
             task = await self._build_task(ctx)
         self._attachable.discard(job.id)
-        gpus = 0.0 if ctx.devices[0].endswith("/cpu") else len(ctx.devices) / self._slots
-        host = await self._hosts.host_for(job, ctx.devices, node, gpus)
+        host = await self._hosts.host_for(job, ctx.devices, node)
         canceller = asyncio.create_task(self._cancel_when_asked(ctx, host))
         try:
             # Abandoned (a drain), the run goes on in its actor: the next start follows it.
