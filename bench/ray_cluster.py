@@ -269,6 +269,7 @@ def _node_task(ctx: Any, folder: Path) -> Any:
         seed={},
         inputs=None,
         weights=None,
+        variant=None,
         cache_dir=str(folder / "cache"),
         cache_models=1,
     )

@@ -1,10 +1,11 @@
 """`RunHost`, the body of the Ray lane and job actors, as plain Python (no Ray started): each run's
 events kept whole and in order from any index, a run asked for again not started twice, its
-runtime kept warm between jobs, and a fatal CUDA error that does not end the actor's process
-before the server has the ending."""
+runtime kept warm between jobs, a job actor made before its job seeing that job's GPUs, and a
+fatal CUDA error that does not end the actor's process before the server has the ending."""
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from yolo_orch.ray_cluster.node_side import (
     Finished,
     NodeTask,
     Progressed,
+    Stopped,
 )
 
 WAIT_S = 10.0
@@ -58,6 +60,7 @@ def task(tmp_path: Path, job_id: str, attempt: int = 1, **params: Any) -> NodeTa
         seed={},
         inputs=None,
         weights=None,
+        variant=None,
         cache_dir=str(tmp_path / "cache"),
         cache_models=2,
     )
@@ -66,7 +69,7 @@ def task(tmp_path: Path, job_id: str, attempt: int = 1, **params: Any) -> NodeTa
 def drain(host: RunHost, job_id: str, attempt: int = 1, since: int = 0) -> list[Event]:
     """Every event from `since` to the run's ending, poll after poll."""
     seen: list[Event] = []
-    while not seen or not isinstance(seen[-1], Finished | Failed):
+    while not seen or not isinstance(seen[-1], Finished | Failed | Stopped):
         events = host.events(None, job_id, attempt, since + len(seen), WAIT_S)
         assert events is not None
         seen.extend(events)
@@ -102,6 +105,19 @@ def test_only_the_attempt_it_holds_is_followed(tmp_path: Path) -> None:
     assert host.holds("j1", 1)
     assert not host.holds("j1", 2)
     assert host.events(None, "j1", 2, 0, 0) is None
+
+
+def test_a_cancel_that_comes_before_its_run_stops_the_run_when_it_arrives(
+    tmp_path: Path,
+) -> None:
+    """A threaded actor may run a job's cancel before the call that brings its task."""
+    host = RunHost("node-id")
+    host.cancel("j1")
+    host.events(task(tmp_path, "j1", sim_seconds=0.3, sim_steps=3), "j1", 1, 0, 0)
+    assert isinstance(drain(host, "j1")[-1], Stopped)
+    host.release("j1")
+    host.events(task(tmp_path, "j2"), "j2", 1, 0, 0)  # another job's cancel is not its own
+    assert isinstance(drain(host, "j2")[-1], Finished)
 
 
 def test_release_and_keep_only_let_runs_go(tmp_path: Path) -> None:
@@ -140,6 +156,18 @@ def test_a_fatal_cuda_error_ends_the_run_not_the_process(tmp_path: Path) -> None
     ending = drain(host, "j1")[-1]
     assert isinstance(ending, Failed)
     assert ending.error.code == ErrorCode.CUDA_FATAL
+
+
+def test_a_job_actor_made_ahead_sees_its_jobs_gpus_and_says_which_runs_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # restored after the test
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    host = RunHost("node-id", one_job=True)
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # its job is not known yet
+    host.events(task(tmp_path, "j1"), "j1", 1, 0, 0)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # the lane node/cuda:0
+    assert host.runs() == [("j1", 1)]
 
 
 def test_an_actor_sees_only_its_lanes_gpus() -> None:

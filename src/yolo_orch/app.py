@@ -200,7 +200,7 @@ async def _start(
         file_limiter=file_limiter,
         walk_limiter=walk_limiter,
         events=events,
-        pt_only=cluster is not None,
+        no_exports=cluster is not None,
     )
     await dispatcher.recover()
     if cluster is not None:

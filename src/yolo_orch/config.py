@@ -306,7 +306,10 @@ class Settings(BaseSettings):
         "sub-folder per node) and of ultralytics' settings (`ultralytics`).",
     )
     ray_node_cache_models: int = Field(
-        default=8, ge=1, description="Model files each Ray node keeps (least recently used go)."
+        default=8,
+        ge=1,
+        description="Model files and exported variants (one entry each) each Ray node keeps "
+        "(least recently used go).",
     )
     ray_cancel_grace_s: float = Field(
         default=5.0,

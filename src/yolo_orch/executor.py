@@ -90,7 +90,7 @@ class NodeInfo:
     name: str
     address: str
     models: list[str]
-    """sha256s of the model files the node keeps."""
+    """sha256s of the model files, and manifest digests of the variants, the node keeps."""
     reading: NodeReading | None = None
     """Its last telemetry, read on the node; None before the first."""
 

@@ -38,7 +38,8 @@ async def settle_left_running(
     running = await store.running()
     by_id = {lane.id: lane for lane in lanes}
     on_lanes = [job for job in running if job.devices and set(job.devices) <= by_id.keys()]
-    survivors = await executor.surviving(on_lanes) if on_lanes else set()
+    # Asked even with none: an executor on a cluster lets go of what an earlier server left.
+    survivors = await executor.surviving(on_lanes)
     changed = await store.recover(utcnow(), frozenset(drained), frozenset(survivors))
     for job in changed:
         log.warning("recovered job %s after a stop: now %s", job.id, job.state)

@@ -84,16 +84,15 @@ class JobService:
         file_limiter: anyio.CapacityLimiter,
         walk_limiter: anyio.CapacityLimiter,
         events: JobEvents,
-        pt_only: bool = False,
+        no_exports: bool = False,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from
         anyio's default pool, so neither can starve the other. `walk_limiter` bounds those
         expanding globs, the one kind of file work a client can make costly: a flood of walks
         waits for its own threads while other requests go on. `settle_logs` blocks until the
-        lines logged so far are in the job log files. `pt_only`: the lanes run
-        registry models as `.pt` only, and no exports (Ray nodes: exported variants do not
-        travel there)."""
+        lines logged so far are in the job log files. `no_exports`: the lanes build no exports
+        (Ray nodes, which never write the registry)."""
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -110,7 +109,7 @@ class JobService:
         self._file_limiter = file_limiter
         self._walk_limiter = walk_limiter
         self._events = events
-        self._pt_only = pt_only
+        self._no_exports = no_exports
         self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
             OrderedDict()
         )
@@ -214,12 +213,6 @@ class JobService:
         wanted = params.get("format", "auto")
         if wanted in ("auto", "pt"):
             return
-        if self._pt_only:
-            raise InvalidJob(
-                f"exported variants do not run on Ray lanes: format {wanted!r} is not "
-                "available here (auto and pt run the model's .pt)",
-                code="format_not_available",
-            )
         imgsz, half, cuda = params["imgsz"], params["half"], self._has_cuda_lanes
         variants = await self._models.variants.list_for(model.id)
         available = available_formats(variants, imgsz=imgsz, half=half, cuda=cuda)
@@ -233,12 +226,17 @@ class JobService:
 
     @property
     def _has_cuda_lanes(self) -> bool:
-        return any(lane.startswith("cuda:") for lane in self._lane_ids)
+        # a Ray lane is `<node>/cuda:<i>`
+        return any(lane.rpartition("/")[2].startswith("cuda:") for lane in self._lane_ids)
 
     def _check_buildable(self, export_format: ExportFormat, *, half: bool) -> None:
         """An export this host cannot build is refused now, not failed on a lane later."""
-        if self._pt_only:
-            raise InvalidJob("exports do not run on Ray lanes", code="export_unsupported")
+        if self._no_exports:
+            raise InvalidJob(
+                "exports do not run on Ray lanes: export on a server with the thread executor, "
+                "or import the exported files as a variant (POST /v1/models/{ref}/variants)",
+                code="export_unsupported",
+            )
         if reason := export_refusal(export_format, half=half, lanes=self._lane_ids):
             raise InvalidJob(reason, code="export_unsupported")
 

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from yolo_orch.errors import InvalidJob
+
 
 class ExportFormat(enum.StrEnum):
     ONNX = "onnx"
@@ -186,6 +188,29 @@ def named_variant(
         and (export_format is not ExportFormat.ENGINE or _engine_fits(variant, lane))
     )
     return min(fitting, key=lambda variant: variant.lineage.int8, default=None)
+
+
+def variant_for(
+    variants: Sequence[Variant], wanted: str, lane: LaneRuntime, *, imgsz: int, half: bool
+) -> Variant | None:
+    """The variant a job whose `params.format` is `wanted` runs on `lane`, or None for the
+    `.pt`: `auto` picks by `choose_variant`, a named format by `named_variant`, and a named
+    format with no fitting variant (retired or deleted since submission, or built for another
+    GPU) raises `format_not_available`. The one rule for every executor: a thread lane applies
+    it to the registry's variants, a Ray server to pick what travels to the node, and the
+    node's runner again to what arrived."""
+    if wanted == "pt":
+        return None
+    if wanted == "auto":
+        return choose_variant(variants, lane, imgsz=imgsz, half=half)
+    export_format = ExportFormat(wanted)
+    picked = named_variant(variants, export_format, lane, imgsz=imgsz, half=half)
+    if picked is None:
+        raise InvalidJob(
+            f"no usable {export_format} variant of the model fits imgsz {imgsz} on {lane.lane}",
+            code="format_not_available",
+        )
+    return picked
 
 
 def _fastest_first(variants: Iterable[Variant]) -> list[Variant]:

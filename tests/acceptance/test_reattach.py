@@ -52,11 +52,11 @@ def test_runs_that_outlive_a_sigkilled_server_finish_once(
 
     ray.init(address=str(settings["ray_address"]), namespace=str(settings["ray_namespace"]))
     try:
-        # the job actors went with their committed outcomes; the lane actor holds no run
+        # the job actors went with their committed outcomes (any left is one made ahead for a
+        # node's next job); the lane actor holds no run
         names = ray.util.list_named_actors()
-        assert not [name for name in names if name.startswith("job:")], names
-        lanes = [ray.get_actor(name) for name in names if name.startswith("lane:")]
-        assert lanes
-        assert [ray.get(lane.held.remote()) for lane in lanes] == [0] * len(lanes)
+        hosts = [ray.get_actor(name) for name in names if name.startswith(("host:", "lane:"))]
+        assert any(name.startswith("lane:") for name in names), names
+        assert [ray.get(host.held.remote()) for host in hosts] == [0] * len(hosts)
     finally:
         ray.shutdown()

@@ -114,6 +114,7 @@ async def test_inference_runs_on_a_node_with_its_images_sent_as_bytes(host: Host
     refused = await host.client.post("/v1/jobs", json=variant)
     assert refused.status_code == 422, refused.text
     assert refused.json()["code"] == "format_not_available"
+    assert refused.json()["detail"].endswith("formats it can run: pt")  # it has no variants
 
 
 def training(dataset: str) -> dict[str, Any]:

@@ -59,6 +59,9 @@ def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
             return None
         return ServerWeights(job.model_id, sha256, "model.pt", "detect", weights)
 
+    async def no_variants(model_id: str) -> list[Any]:
+        return []  # the simulated runtime runs no variants
+
     watcher = ClusterWatcher(
         Lanes([], 1, dynamic=True), ray.nodes, lambda: None, cpu_lanes=False, interval_s=1.0
     )
@@ -67,6 +70,7 @@ def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
         weights_of,
         NodeRuntimeSpec("simulated", 1, None, 1_000_000, ()),
         InputRules((), max_files=10, max_image_pixels=1_000_000, max_bytes=1 << 20),
+        variants_of=no_variants,
         cache_dir=tmp_path / "node-cache",
         cache_models=2,
         put=ray.put,

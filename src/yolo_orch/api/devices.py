@@ -55,11 +55,22 @@ class LanePublic(GpuReadingPublic):
     )
 
 
+class HeldVariantPublic(BaseModel):
+    id: str
+    model: str = Field(description="The name of the model it was exported from.")
+    format: str = Field(examples=["onnx"])
+    size_bytes: int = Field(description="All its files together.")
+
+
 class NodePublic(BaseModel):
     name: str = Field(description="The lanes' prefix: `<node>/cuda:0`.")
     address: str
     lanes: list[str]
     models: list[str] = Field(description="Names of the model files the node keeps.")
+    variants: list[HeldVariantPublic] = Field(
+        default_factory=list,
+        description="The exported variants the node keeps (each fetched for a job that ran it).",
+    )
     gpus: list[GpuReadingPublic] = Field(
         default_factory=list,
         description="Each GPU of the node by NVML index, read on the node (`<node>/cuda:i` is "
@@ -109,17 +120,36 @@ async def list_devices(services: ServicesDep) -> DeviceList:
         )
     nodes = None
     if services.cluster is not None:
+        held = await _variants_by_digest(services)
         nodes = [
             NodePublic(
                 name=node.name,
                 address=node.address,
                 lanes=[lane.id for lane in services.lanes if lane.node == node.name],
-                models=[names.get(sha, sha[:12]) for sha in node.models],
+                models=[names.get(sha, sha[:12]) for sha in node.models if sha not in held],
+                variants=[held[sha] for sha in node.models if sha in held],
                 **_node_reading(node.reading),
             )
             for node in services.cluster.node_infos()
         ]
     return DeviceList(runtime=services.runtime.name, devices=devices, nodes=nodes)
+
+
+async def _variants_by_digest(services: Services) -> dict[str, HeldVariantPublic]:
+    """Every registered variant, by the manifest digest a node's cache keeps it under."""
+    held: dict[str, HeldVariantPublic] = {}
+    for model in await services.models.list_models():
+        for variant in await services.models.variants.list_for(model.id):
+            held.setdefault(
+                variant.sha256,
+                HeldVariantPublic(
+                    id=variant.id,
+                    model=model.name,
+                    format=str(variant.format),
+                    size_bytes=variant.size_bytes,
+                ),
+            )
+    return held
 
 
 def _node_reading(reading: NodeReading | None) -> dict[str, Any]:

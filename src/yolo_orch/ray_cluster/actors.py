@@ -5,17 +5,20 @@ went on without it from any event on.
 - A lane actor (`lane:<lane id>`) per lane, made on the lane's first inference job and kept
   while its node is there: it keeps its lane's runtime, and so the runner's warm models,
   between the jobs it runs.
-- A job actor (`job:<job id>`) per job of any other kind, killed once its outcome is committed.
+- A job actor (`host:<random id>`) per job of any other kind, killed once its outcome is
+  committed. Each is made one job ahead: a node's next job actor is started when its last one
+  is taken (`hosts.py`), since a new actor's process took 0.6-1 s to answer its first call on a
+  small node (even an empty actor), longer than a short job. A server that comes back finds
+  which runs each holds by asking it (`runs`).
 
-Both are `RunHost`s, pinned to their node. Neither takes a CPU, and a lane actor takes no GPU:
-the server's dispatcher admits every job (at most `slots_per_lane` on a lane), so a lane actor
-holding a GPU would only keep Ray from placing a job actor's `num_gpus=k` on that node. Which
-GPU an actor sees is set by the actor itself, `CUDA_VISIBLE_DEVICES` from its lanes
-(`visible_devices`), when it starts: Ray 2.60 leaves that variable alone for an actor with no
-GPUs and sets it once, at creation, for a job actor (to GPUs of Ray's choosing, not the lanes
-the dispatcher admitted it onto), so both then see exactly their lanes' devices as
-`cuda:0..k-1`. (Not through a runtime env: that would start a fresh worker process for each
-job actor, about a second on a small node, rather than take an idle one.)
+Both are `RunHost`s, pinned to their node, and neither takes a CPU or a GPU in Ray's
+accounting: the server's dispatcher admits every job (at most `slots_per_lane` on a lane, and a
+job's `gpus` lanes all on one node), and a job actor made ahead cannot know how many GPUs its job
+will take. Which GPUs an actor sees is set by the actor itself, `CUDA_VISIBLE_DEVICES` from its
+lanes (`visible_devices`), before anything in its process starts CUDA: a lane actor's when it
+starts, a job actor's when its run starts. Ray 2.60 leaves that variable alone for an actor with
+no GPUs, so both then see exactly their lanes' devices as `cuda:0..k-1`. (Not through a runtime
+env: that would start a fresh worker process for each actor rather than take an idle one.)
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import uuid
 from dataclasses import dataclass, field
 
 import ray
@@ -42,7 +46,7 @@ from yolo_orch.ray_cluster.node_side import (
 )
 
 LANE_PREFIX = "lane:"
-JOB_PREFIX = "job:"
+JOB_HOST_PREFIX = "host:"
 _ENDINGS = (Finished, Failed, Stopped)
 
 
@@ -50,8 +54,9 @@ def lane_actor_name(lane: str) -> str:
     return f"{LANE_PREFIX}{lane}"
 
 
-def job_actor_name(job_id: str) -> str:
-    return f"{JOB_PREFIX}{job_id}"
+def job_actor_name() -> str:
+    """A new job actor's: it is made before the job it will run is known."""
+    return f"{JOB_HOST_PREFIX}{uuid.uuid4().hex}"
 
 
 def visible_devices(lanes: tuple[str, ...]) -> str | None:
@@ -73,13 +78,21 @@ class RunHost:
     """The runs of one actor, each `serve_task` in a thread of its own, their events kept in
     order until `release`. Plain Python: `RunHostActor` is this class as a Ray actor."""
 
-    def __init__(self, node_id: str, cuda_devices: str | None = None) -> None:
+    def __init__(
+        self, node_id: str, cuda_devices: str | None = None, *, one_job: bool = False
+    ) -> None:
         """`cuda_devices`: this process's `CUDA_VISIBLE_DEVICES`, set before anything starts
-        CUDA here (an actor has a process of its own)."""
+        CUDA here (an actor has a process of its own). `one_job`: a job actor, whose devices
+        are its job's lanes, set when its run starts."""
         if cuda_devices is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_devices
+        self._devices_from_job = one_job
         self._node_id = node_id
         self._runs: dict[str, _Run] = {}
+        self._stop_on_arrival: set[str] = set()
+        """Jobs asked to stop before their run was here: this actor runs its calls in threads,
+        so a job's cancel may run before the call that brings its task (Ray keeps no order
+        between them), and the run then starts cancelled."""
         self._changed = threading.Condition()
         self._runtimes: dict[RuntimeKey, RuntimeOnNode] = {}
         self._runtimes_lock = threading.Lock()
@@ -116,10 +129,17 @@ class RunHost:
         with self._changed:
             return len(self._runs)
 
+    def runs(self) -> list[tuple[str, int]]:
+        """The job id and attempt of each run kept here."""
+        with self._changed:
+            return [(job_id, run.attempt) for job_id, run in self._runs.items()]
+
     def cancel(self, job_id: str) -> None:
         """Ask the job's runner to stop at its next safe point."""
         with self._changed:
             run = self._runs.get(job_id)
+            if run is None:
+                self._stop_on_arrival.add(job_id)
         if run is not None:
             run.cancel.set()
 
@@ -127,6 +147,7 @@ class RunHost:
         """The job's outcome is committed: forget its run (stopping it, were it still going)."""
         with self._changed:
             run = self._runs.pop(job_id, None)
+            self._stop_on_arrival.discard(job_id)
         if run is not None:
             run.cancel.set()
 
@@ -145,7 +166,14 @@ class RunHost:
                 return run  # asked again (a server re-attaching): it does not start again
             if run is not None:  # an earlier attempt's run, left behind
                 run.cancel.set()
+            if self._devices_from_job:
+                self._devices_from_job = False
+                if (devices := visible_devices(task.lanes)) is not None:
+                    os.environ["CUDA_VISIBLE_DEVICES"] = devices
             run = self._runs[job.id] = _Run(job.attempt)
+            if job.id in self._stop_on_arrival:
+                self._stop_on_arrival.discard(job.id)
+                run.cancel.set()
         worker = threading.Thread(
             target=self._serve, args=(task, run), name=f"job {job.id}", daemon=True
         )

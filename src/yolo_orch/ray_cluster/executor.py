@@ -1,6 +1,6 @@
 """`RayExecutor`: runs a job on the node its lanes belong to, in a detached actor pinned there
 (`NodeAffinitySchedulingStrategy(soft=False)`, `num_cpus=0`, no restarts): its lane's warm
-actor for inference, an actor of its own (`num_gpus=k`) for any other kind (`hosts.py`). Ray
+actor for inference, an actor of its own (made one job ahead) for any other kind (`hosts.py`). Ray
 never places, queues or re-runs anything behind the store's back, and a run outlives the server:
 a server that comes back follows it again (`surviving`) and lets it go once its outcome is
 committed (`release`)."""
@@ -64,9 +64,11 @@ _PROBE_TIMEOUT_S = 10.0
 class NodeJobFailed(YoloOrchError):
     """How a run failed on its node, with the code the node's runner gave."""
 
-    def __init__(self, error: JobError) -> None:
+    def __init__(self, error: JobError, tampered_variant: str | None = None) -> None:
         super().__init__(error.message)
         self.code = error.code
+        self.tampered_variant = tampered_variant
+        """The id of the variant whose files failed their fingerprints on the node."""
 
 
 class RayExecutor:
@@ -80,10 +82,9 @@ class RayExecutor:
     ) -> None:
         self._cluster = cluster
         self._build_task = build_task
-        self._slots = slots_per_lane
         self._grace_s = cancel_grace_s
         self.node_models: dict[str, list[str]] = {}
-        """By node name: the sha256s each node said it keeps."""
+        """By node name: the sha256s (and variant digests) each node said it keeps."""
         self._hosts = Hosts(cluster, slots_per_lane)
         self._attachable: set[str] = set()
         """Jobs of a previous server whose runs go on: the next `run` of each follows it."""
@@ -109,8 +110,7 @@ class RayExecutor:
         if job.id not in self._attachable:
             task = await self._build_task(ctx)
         self._attachable.discard(job.id)
-        gpus = 0.0 if ctx.devices[0].endswith("/cpu") else len(ctx.devices) / self._slots
-        host = await self._hosts.host_for(job, ctx.devices, node, gpus)
+        host = await self._hosts.host_for(job, ctx.devices, node)
         canceller = asyncio.create_task(self._cancel_when_asked(ctx, host))
         try:
             # Abandoned (a drain), the run goes on in its actor: the next start follows it.
@@ -177,7 +177,7 @@ class RayExecutor:
         elif isinstance(event, Failed):
             if event.error.code == ErrorCode.CUDA_FATAL:
                 await self._hosts.retire(host)  # its CUDA context is unusable
-            raise NodeJobFailed(_on_node(event.error, node))
+            raise NodeJobFailed(_on_node(event.error, node), event.tampered_variant)
         elif isinstance(event, Stopped):
             if ctx.should_cancel():
                 raise JobCancelled()

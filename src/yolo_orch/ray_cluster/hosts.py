@@ -1,5 +1,6 @@
 """The server's side of the run-holding actors (`actors.py`): finds or makes the actor a job runs
-in, re-finds them after a restart, and lets them go."""
+in (a node's job actors one ahead of its jobs), re-finds them after a restart, and lets them
+go."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from yolo_orch.domain import Job, JobKind
 from yolo_orch.ray_cluster.actors import (
-    JOB_PREFIX,
+    JOB_HOST_PREFIX,
     LANE_PREFIX,
     RunHostActor,
     job_actor_name,
@@ -53,12 +54,13 @@ class Hosts:
         self._lanes: dict[str, Host] = {}
         self._jobs: dict[str, Host] = {}
         """By job id: the host of each run not released yet."""
+        self._next: dict[str, Host] = {}
+        """By node id: the job actor made for the node's next job (it starts meanwhile)."""
 
-    async def host_for(
-        self, job: Job, lanes: tuple[str, ...], node: ClusterNode, gpus: float
-    ) -> Host:
+    async def host_for(self, job: Job, lanes: tuple[str, ...], node: ClusterNode) -> Host:
         """The actor the job's run lives in: its lane actor (made on the lane's first job), or
-        a new job actor taking `gpus` of the node's GPUs in Ray's accounting."""
+        the node's next job actor (made now if there is none). A node's next job actor is made
+        with the first actor the node gets, and again each time one is taken."""
         self._forget_gone_nodes()
         host = self._jobs.get(job.id)
         if host is not None:
@@ -69,7 +71,11 @@ class Hosts:
                 host = await anyio.to_thread.run_sync(self._make_lane_actor, lanes[0], node)
                 self._lanes[lanes[0]] = host
         else:
-            host = await anyio.to_thread.run_sync(self._make_job_actor, job.id, lanes, node, gpus)
+            host = self._next.pop(node.node_id, None)
+            if host is None:
+                host = await anyio.to_thread.run_sync(self._make_job_actor, node)
+        if node.node_id not in self._next:
+            self._next[node.node_id] = await anyio.to_thread.run_sync(self._make_job_actor, node)
         self._jobs[job.id] = host
         return host
 
@@ -101,7 +107,8 @@ class Hosts:
 
     async def surviving(self, jobs: Sequence[Job]) -> set[str]:
         """Of the RUNNING jobs a previous server left, those whose run an actor of this
-        namespace still holds (same attempt); every other run kept anywhere is let go."""
+        namespace still holds (same attempt); every other run kept anywhere is let go, and
+        every job actor that holds none (the previous server's next ones too) is killed."""
         names = set(await anyio.to_thread.run_sync(ray.util.list_named_actors))
         for name in names:
             lane = name.removeprefix(LANE_PREFIX)
@@ -110,17 +117,20 @@ class Hosts:
                 actor = await _actor(name)
                 if actor is not None:
                     self._lanes[lane] = Host(actor, node.node_id, lane)
+        job_actors = {}  # at start, before this server made any
+        for name in sorted(n for n in names if n.startswith(JOB_HOST_PREFIX)):
+            actor = await _actor(name)
+            if actor is not None:
+                job_actors[name] = (actor, await _runs(actor))
         survivors = set()
         for job in jobs:
-            host = await self._host_of(job, names)
+            host = await self._host_of(job, job_actors)
             if host is not None and await _holds(host, job):
                 survivors.add(job.id)
                 self._jobs[job.id] = host
-        for name in names:
-            if name.startswith(JOB_PREFIX) and name.removeprefix(JOB_PREFIX) not in survivors:
-                actor = await _actor(name)
-                if actor is not None:
-                    await anyio.to_thread.run_sync(_kill, actor)
+        for actor, runs in job_actors.values():
+            if not any(job_id in survivors for job_id, _ in runs):
+                await anyio.to_thread.run_sync(_kill, actor)
         for lane, host in list(self._lanes.items()):
             try:
                 with anyio.fail_after(_CALL_TIMEOUT_S):
@@ -131,7 +141,11 @@ class Hosts:
 
     async def close(self) -> None:
         """At a graceful stop: kill the lane actors that hold no run (the warm models go with
-        them); those holding a run a drain left behind stay for the next start."""
+        them), and the job actors made ahead; those holding a run a drain left behind stay for
+        the next start."""
+        for host in self._next.values():
+            await anyio.to_thread.run_sync(_kill, host.actor)
+        self._next.clear()
         for host in list(self._lanes.values()):
             with contextlib.suppress(RayError, TimeoutError):
                 with anyio.fail_after(_CALL_TIMEOUT_S):
@@ -140,16 +154,19 @@ class Hosts:
                     await anyio.to_thread.run_sync(_kill, host.actor)
         self._lanes.clear()
 
-    async def _host_of(self, job: Job, names: set[str]) -> Host | None:
+    async def _host_of(
+        self, job: Job, job_actors: dict[str, tuple[Any, list[tuple[str, int]]]]
+    ) -> Host | None:
         lanes = job.devices or ()
         node = self._cluster.node_of(lanes[0]) if lanes else None
         if node is None:
             return None
         if in_lane_actor(job.kind, lanes):
             return self._lanes.get(lanes[0])
-        name = job_actor_name(job.id)
-        actor = await _actor(name) if name in names else None
-        return None if actor is None else Host(actor, node.node_id, None)
+        for actor, runs in job_actors.values():
+            if any(job_id == job.id for job_id, _ in runs):
+                return Host(actor, node.node_id, None)
+        return None
 
     def _make_lane_actor(self, lane: str, node: ClusterNode) -> Host:
         actor = RunHostActor.options(
@@ -163,22 +180,20 @@ class Hosts:
         log.info("lane %s: a new lane actor", lane)
         return Host(actor, node.node_id, lane)
 
-    def _make_job_actor(
-        self, job_id: str, lanes: tuple[str, ...], node: ClusterNode, gpus: float
-    ) -> Host:
+    def _make_job_actor(self, node: ClusterNode) -> Host:
         actor = RunHostActor.options(
-            name=job_actor_name(job_id),
-            get_if_exists=True,
+            name=job_actor_name(),
             lifetime="detached",
-            num_gpus=gpus,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
             max_concurrency=4,
-        ).remote(node.node_id, visible_devices(lanes))
+        ).remote(node.node_id, one_job=True)
         return Host(actor, node.node_id, None)
 
     def _forget_gone_nodes(self) -> None:
         """A node that left took its actors with it."""
         alive = {node.node_id for node in self._cluster.nodes.values()}
+        for node_id in [node_id for node_id in self._next if node_id not in alive]:
+            del self._next[node_id]
         for lane, host in list(self._lanes.items()):
             if host.node_id not in alive:
                 del self._lanes[lane]
@@ -191,6 +206,15 @@ async def _holds(host: Host, job: Job) -> bool:
             return bool(await host.actor.holds.remote(job.id, job.attempt))
     except (RayError, TimeoutError):
         return False
+
+
+async def _runs(actor: Any) -> list[tuple[str, int]]:
+    """The runs a job actor holds; none when it does not answer (it is killed then)."""
+    try:
+        with anyio.fail_after(_CALL_TIMEOUT_S):
+            return [(str(job_id), int(attempt)) for job_id, attempt in await actor.runs.remote()]
+    except (RayError, TimeoutError):
+        return []
 
 
 async def _actor(name: str) -> Any:

@@ -1,7 +1,8 @@
 """The runtime a job runs with on a Ray node: the one the server would run (`runtime = "auto"`:
 ultralytics, `runners.yolo`; or the simulated one), built on the node with the node's own folders.
-Its weights come from the node's verified cache, its images were shipped as bytes into the job's
-folder on the node, and its dataset must be under `shared_data_roots`, which every node sees."""
+Its weights (and the exported variant it runs) come from the node's verified cache, its images
+were shipped as bytes into the job's folder on the node, and its dataset must be under
+`shared_data_roots`, which every node sees."""
 
 from __future__ import annotations
 
@@ -80,9 +81,10 @@ class NodeModels:
         return self._cache.resolve(ref)
 
     def resolve_variants(self, model_id: str) -> list[ResolvedVariant]:
-        """Exported variants do not travel to nodes: `format: auto` runs the `.pt` (the server
-        refuses a job that names another format for a Ray lane)."""
-        return []
+        """The variant the server picked for the job (and those of the model's other jobs
+        running here), verified in the node's cache: the runner picks from them by the rule
+        the server picked with."""
+        return self._cache.variants_of(model_id)
 
     def register_model(self, path: Path, name: str, job_id: str) -> JsonObject:
         """Handed back: the server registers the file once it is back in the job's folder."""

@@ -4,6 +4,7 @@ line, file and the outcome, in order) go back to the server through the actor th
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -16,10 +17,10 @@ from pathlib import Path
 import ray
 
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult, Progress
-from yolo_orch.errors import JobCancelled
+from yolo_orch.errors import JobCancelled, VariantTampered
 from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import INPUTS_DIR, JOB_LOG, RESULT_FILE, RESULT_INDEX
-from yolo_orch.ray_cluster.node_cache import NodeModelCache, WeightsOffer
+from yolo_orch.ray_cluster.node_cache import NodeModelCache, VariantOffer, WeightsOffer
 from yolo_orch.ray_cluster.node_runtime import (
     NodeRuntimeSpec,
     ShippedInput,
@@ -56,6 +57,8 @@ class NodeTask:
     job's folder on the node, where `spec.files` then points. None: nothing to ship (the
     simulated runtime's inputs are only names)."""
     weights: WeightsOffer | None
+    variant: VariantOffer | None
+    """The exported variant an inference job runs (None: its `.pt`)."""
     cache_dir: str
     cache_models: int
 
@@ -90,6 +93,9 @@ class Finished:
 @dataclass(frozen=True)
 class Failed:
     error: JobError
+    tampered_variant: str | None = None
+    """The id of the variant whose files failed their fingerprints (the server retires it,
+    not its model)."""
 
 
 @dataclass(frozen=True)
@@ -166,29 +172,45 @@ def _work(
     package_log.setLevel(logging.INFO)
     try:
         on_node = runtime_for(task)
-        if task.weights is not None:
-            on_node.cache.ensure(task.weights)
-            events.put(ModelsHeld(on_node.cache.held()))
-        check_shared_dataset(task.job, task.runtime.shared_data_roots, node)
-        job = task.job
-        if task.inputs is not None:
-            job = place_inputs(job, task.inputs, workdir)
-        ctx = RunContext(
-            job=job,
-            devices=_local_devices(task.lanes),
-            workdir=workdir,
-            report_progress=lambda progress: events.put(Progressed(progress)),
-            should_cancel=cancel.is_set,
-        )
-        runner = on_node.runtime.runner(job.kind)
-        ending.append(Finished(runner.run(ctx)))
+        with contextlib.ExitStack() as held:
+            if task.weights is not None:
+                on_node.cache.ensure(task.weights)
+            if task.variant is not None:
+                held.enter_context(on_node.cache.using_variant(task.variant))
+            if task.weights is not None or task.variant is not None:
+                events.put(ModelsHeld(on_node.cache.held()))
+            ending.append(Finished(_run(task, node, on_node, workdir, events, cancel)))
     except JobCancelled:
         ending.append(Stopped())
+    except VariantTampered as exc:
+        ending.append(Failed(failure_of(exc), exc.variant_id))
     except Exception as exc:
         ending.append(Failed(failure_of(exc)))
     finally:
         package_log.removeHandler(handler)
         events.put(None)
+
+
+def _run(
+    task: NodeTask,
+    node: str,
+    on_node: RuntimeOnNode,
+    workdir: Path,
+    events: queue.Queue[Event | None],
+    cancel: threading.Event,
+) -> JobResult:
+    check_shared_dataset(task.job, task.runtime.shared_data_roots, node)
+    job = task.job
+    if task.inputs is not None:
+        job = place_inputs(job, task.inputs, workdir)
+    ctx = RunContext(
+        job=job,
+        devices=_local_devices(task.lanes),
+        workdir=workdir,
+        report_progress=lambda progress: events.put(Progressed(progress)),
+        should_cancel=cancel.is_set,
+    )
+    return on_node.runtime.runner(job.kind).run(ctx)
 
 
 def _local_devices(lanes: tuple[str, ...]) -> tuple[str, ...]:

@@ -1,13 +1,16 @@
 """What a run on a Ray node is handed (`NodeTask`), put together on the server: the job's folder,
-its inputs read as bytes under the same rules as on one host, and its model as a parcel in Ray's
-object store. Nothing outside the data roots (or the job's own uploads) is ever read for a node."""
+its inputs read as bytes under the same rules as on one host, and its model (and the exported
+variant it runs, picked here by the rule a thread lane applies) as parcels in Ray's object
+store. Nothing outside the data roots (or the job's own uploads) is ever read for a node."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -18,11 +21,15 @@ from yolo_orch.domain import Job, JobKind
 from yolo_orch.errors import InvalidJobInput
 from yolo_orch.inputs import open_contained, opened_name
 from yolo_orch.jobfiles import INPUTS_DIR
-from yolo_orch.ray_cluster.node_cache import WeightsOffer
+from yolo_orch.params.inference import InferenceParams
+from yolo_orch.ray_cluster.node_cache import VariantOffer, WeightsOffer
 from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec, ShippedInput
 from yolo_orch.ray_cluster.node_side import NodeTask, travels
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.decode import InputFile, read_inputs
+from yolo_orch.runners.formats import runnable_formats
+from yolo_orch.variant_registry import ResolvedVariant
+from yolo_orch.variants import ExportFormat, LaneRuntime, variant_for
 from yolo_orch.videos import is_video
 
 
@@ -39,6 +46,8 @@ class ServerWeights:
 
 WeightsOf = Callable[[Job], Awaitable[ServerWeights | None]]
 """A job's registry model, or None for a model the runtime provides."""
+VariantsOf = Callable[[str], Awaitable[list[ResolvedVariant]]]
+"""A model id's usable variants, newest first, with their folders on the server."""
 
 
 @dataclass(frozen=True)
@@ -64,25 +73,29 @@ class TaskBuilder:
         runtime: NodeRuntimeSpec,
         rules: InputRules,
         *,
+        variants_of: VariantsOf,
         cache_dir: Path,
         cache_models: int,
-        put: Callable[[bytes], Any],
+        put: Callable[[object], Any],
     ) -> None:
-        """`put`: stores bytes in Ray's object store and returns the ref (`ray.put`)."""
+        """`put`: stores a value in Ray's object store and returns the ref (`ray.put`)."""
         self._weights_of = weights_of
+        self._variants_of = variants_of
+        self._runnable = runnable_formats()
         self._runtime = runtime
         self._rules = rules
         self._cache_dir = cache_dir
         self._cache_models = cache_models
         self._put = put
         self._parcels: OrderedDict[str, Any] = OrderedDict()
-        """Object refs to weights already put in Ray's object store, by sha256 (the newest
-        few, so a model's bytes are put once while it is in use)."""
+        """Object refs to weights and variants' files already put in Ray's object store, by
+        sha256 or manifest digest (the newest few, so their bytes are put once while in use)."""
 
     async def __call__(self, ctx: RunContext) -> NodeTask:
-        inputs = None
+        inputs, variant = None, None
         if ctx.job.kind is JobKind.INFERENCE and self._runtime.name != "simulated":
             inputs = await anyio.to_thread.run_sync(ship_inputs, ctx, self._rules)
+            variant = await self._variant_offer(ctx)
         return NodeTask(
             job=ctx.job,
             lanes=ctx.devices,
@@ -90,6 +103,7 @@ class TaskBuilder:
             seed=await anyio.to_thread.run_sync(read_folder, ctx.workdir),
             inputs=inputs,
             weights=await self._offer(ctx.job),
+            variant=variant,
             cache_dir=str(self._cache_dir),
             cache_models=self._cache_models,
         )
@@ -98,21 +112,72 @@ class TaskBuilder:
         weights = await self._weights_of(job)
         if weights is None:
             return None
-        parcel = self._parcels.get(weights.sha256)
-        if parcel is None:
-            data = await anyio.to_thread.run_sync(weights.path.read_bytes)
-            parcel = await anyio.to_thread.run_sync(self._put, data)
-            self._parcels[weights.sha256] = parcel
-            while len(self._parcels) > _PARCELS_KEPT:
-                self._parcels.popitem(last=False)
-        self._parcels.move_to_end(weights.sha256)
         return WeightsOffer(
             model_id=weights.model_id,
             sha256=weights.sha256,
             name=weights.name,
             task=weights.task,
-            parcel=[parcel],
+            parcel=[await self._parcel(weights.sha256, weights.path.read_bytes)],
         )
+
+    async def _variant_offer(self, ctx: RunContext) -> VariantOffer | None:
+        job = ctx.job
+        params = InferenceParams.from_job(job.params)
+        if job.model_id is None or params.format == "pt":
+            return None
+        picked = pick_variant(
+            params, ctx.devices[0], await self._variants_of(job.model_id), self._runnable
+        )
+        if picked is None:
+            return None
+        read = partial(read_variant_files, picked)
+        return VariantOffer(picked.variant, [await self._parcel(picked.variant.sha256, read)])
+
+    async def _parcel(self, digest: str, read: Callable[[], object]) -> Any:
+        """The object ref to what `read` gives, put in Ray's object store once while kept."""
+        parcel = self._parcels.get(digest)
+        if parcel is None:
+            data = await anyio.to_thread.run_sync(read)
+            parcel = await anyio.to_thread.run_sync(self._put, data)
+            self._parcels[digest] = parcel
+            while len(self._parcels) > _PARCELS_KEPT:
+                self._parcels.popitem(last=False)
+        self._parcels.move_to_end(digest)
+        return parcel
+
+
+def pick_variant(
+    params: InferenceParams,
+    lane: str,
+    variants: Sequence[ResolvedVariant],
+    runnable: frozenset[ExportFormat],
+) -> ResolvedVariant | None:
+    """The variant an inference job runs on the Ray lane `lane`, or None for the `.pt`: the
+    rule a thread lane applies (`variants.variant_for`), for the lane's device on its node (its
+    CPU, or a CUDA device). The node is taken to run the formats the server can (the same
+    release is installed everywhere); its runner applies the rule again to what arrived, with
+    its own runtimes. A TensorRT engine, built for one GPU model and its software, is never
+    picked for a node from here."""
+    device = "cpu" if lane.endswith("/cpu") else "cuda:0"
+    picked = variant_for(
+        [resolved.variant for resolved in variants],
+        params.format,
+        LaneRuntime(device, runnable),
+        imgsz=params.imgsz,
+        half=params.half,
+    )
+    return next((r for r in variants if r.variant is picked), None)
+
+
+def read_variant_files(resolved: ResolvedVariant) -> dict[str, bytes]:
+    """Blocking. The variant's files on the server, by their paths in its manifest: verified
+    on the node, not here (where one that is missing fails the job `model_tampered`, as a
+    thread lane's load does)."""
+    files = {}
+    for name in resolved.variant.files:
+        with contextlib.suppress(FileNotFoundError):
+            files[name] = (resolved.folder / name).read_bytes()
+    return files
 
 
 def ship_inputs(ctx: RunContext, rules: InputRules) -> list[ShippedInput]:

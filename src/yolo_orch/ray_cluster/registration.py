@@ -66,8 +66,14 @@ class RegistersResults:
         await self._runs.release(job_id)
 
     async def _retire_if_tampered(self, ctx: RunContext, error: YoloOrchError) -> None:
-        """The node found the server's file changed since its import: never load it again."""
-        if error.code == ModelTampered.code and ctx.job.model_id is not None:
+        """The node found the server's file changed since its import: never load it again (a
+        variant's files: the variant is retired, its model stays usable, as on one host)."""
+        if error.code != ModelTampered.code:
+            return
+        variant_id = getattr(error, "tampered_variant", None)  # `executor.NodeJobFailed`
+        if isinstance(variant_id, str):
+            await self._registry.variants.mark_unusable(variant_id)
+        elif ctx.job.model_id is not None:
             await self._registry.mark_unusable(ctx.job.model_id)
 
     async def _registered(self, ctx: RunContext, result: JobResult) -> JobResult:

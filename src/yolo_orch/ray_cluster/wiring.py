@@ -85,6 +85,7 @@ async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitSta
             max_image_pixels=settings.max_image_pixels,
             max_bytes=settings.ray_max_input_bytes,
         ),
+        variants_of=models.variants.resolve,
         cache_dir=settings.ray_node_cache_dir,
         cache_models=settings.ray_node_cache_models,
         put=ray.put,

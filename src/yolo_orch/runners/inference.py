@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from yolo_orch import images
 from yolo_orch.batching import BatchOutcome, BatchRecord
 from yolo_orch.domain import JobResult, JsonObject, Progress
-from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled
+from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.jobfiles import INPUTS_DIR
 from yolo_orch.params.inference import InferenceParams, check_task
 from yolo_orch.runners.base import RunContext
@@ -58,7 +58,7 @@ from yolo_orch.runners.model_cache import ModelCache
 from yolo_orch.runners.predict import load_exported, load_model, predict_batch
 from yolo_orch.runners.video import has_videos, run_media
 from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.variants import ExportFormat, LaneRuntime, choose_variant, named_variant
+from yolo_orch.variants import LaneRuntime, variant_for
 from yolo_orch.weights import ResolvedWeights
 
 if TYPE_CHECKING:
@@ -258,31 +258,18 @@ class YoloInferenceRunner:
     def _variant_for(
         self, model_ref: str, device: str, params: InferenceParams
     ) -> ResolvedVariant | None:
-        """The variant the job runs, or None for the `.pt`."""
+        """The variant the job runs, or None for the `.pt` (`variants.variant_for`)."""
         if params.format == "pt":
             return None
         resolved = self._resolve_variants(model_ref)
         if not resolved and params.format == "auto":
             return None
-        by_id = {r.variant.id: r for r in resolved}
-        variants = [r.variant for r in resolved]
         lane = self._lane_runtimes.get(device)
         if lane is None:
             lane = self._lane_runtimes[device] = self._lane_runtime(device)
-        if params.format == "auto":
-            picked = choose_variant(variants, lane, imgsz=params.imgsz, half=params.half)
-        else:
-            export_format = ExportFormat(params.format)
-            picked = named_variant(
-                variants, export_format, lane, imgsz=params.imgsz, half=params.half
-            )
-            if picked is None:  # retired or deleted since submission, or built for another GPU
-                raise InvalidJob(
-                    f"no usable {export_format} variant of the model fits imgsz "
-                    f"{params.imgsz} on {device}",
-                    code="format_not_available",
-                )
-        return None if picked is None else by_id[picked.id]
+        variants = [r.variant for r in resolved]
+        picked = variant_for(variants, params.format, lane, imgsz=params.imgsz, half=params.half)
+        return None if picked is None else next(r for r in resolved if r.variant is picked)
 
     def _run_passes(
         self, model: YOLO, device: str, params: InferenceParams, jobs: list[_JobImages]
