@@ -35,6 +35,29 @@ def cpu_cluster() -> Iterator[Any]:
         started.shutdown()
 
 
+def cpu_host_settings(
+    settings_factory: Callable[..., Settings],
+    cluster: Any,
+    tmp_path: Path,
+    data: Path,
+    weights: Path,
+    **more: object,
+) -> Settings:
+    """A server on the real runtime, running its jobs on `cluster`'s `<node>/cpu` lanes."""
+    return settings_factory(
+        runtime="auto",
+        database_url="",
+        executor="ray",
+        ray_address=cluster.address,
+        ray_cpu_lanes=True,
+        ray_poll_interval_s=0.2,
+        ray_node_cache_dir=tmp_path / "node-cache",
+        data_roots=[data],
+        model_roots=[weights],
+        **more,
+    )
+
+
 @dataclass
 class Host:
     client: httpx.AsyncClient
@@ -54,17 +77,8 @@ async def host(
     shared = data / "shared"
     make_images(data / "shots", 1)
     build_checkpoint(weights / "tiny.pt")
-    settings = settings_factory(
-        runtime="auto",
-        database_url="",
-        executor="ray",
-        ray_address=cpu_cluster.address,
-        ray_cpu_lanes=True,
-        ray_poll_interval_s=0.2,
-        ray_node_cache_dir=tmp_path / "node-cache",
-        data_roots=[data],
-        shared_data_roots=[shared],
-        model_roots=[weights],
+    settings = cpu_host_settings(
+        settings_factory, cpu_cluster, tmp_path, data, weights, shared_data_roots=[shared]
     )
     async with serve(create_app(settings)) as client:
         lanes = [device["id"] for device in (await client.get("/v1/devices")).json()["devices"]]

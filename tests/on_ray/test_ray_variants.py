@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.conftest import serve, wait_terminal
-from tests.on_ray.test_ray_real import IMGSZ, cpu_cluster
+from tests.on_ray.test_ray_real import IMGSZ, cpu_cluster, cpu_host_settings
 from tests.yolo_fixtures import CLASS_NAMES, build_checkpoint, ensure_ultralytics, make_images
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
@@ -93,17 +93,7 @@ async def host(
     data, weights = tmp_path / "data", tmp_path / "weights"
     make_images(data / "shots", 1)
     shutil.copytree(exported, weights)
-    settings = settings_factory(
-        runtime="auto",
-        database_url="",
-        executor="ray",
-        ray_address=cpu_cluster.address,
-        ray_cpu_lanes=True,
-        ray_poll_interval_s=0.2,
-        ray_node_cache_dir=tmp_path / "node-cache",
-        data_roots=[data],
-        model_roots=[weights],
-    )
+    settings = cpu_host_settings(settings_factory, cpu_cluster, tmp_path, data, weights)
     app = create_app(settings)
     async with serve(app) as client:
         imported = await client.post("/v1/models", json={"path": "tiny.pt"})
