@@ -25,7 +25,6 @@ import logging
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -69,11 +68,6 @@ class TracedForward:
         """Why this model runs eagerly from now on; None while it is traced."""
 
     @property
-    def eager(self) -> Callable[..., Any]:
-        """The backend's own forward, which this one stands in for."""
-        return self._eager
-
-    @property
     def shapes(self) -> list[_ShapeKey]:
         """The (shape, dtype) of each trace kept, least recently used first."""
         return list(self._traces)
@@ -91,22 +85,21 @@ class TracedForward:
         return trace.run(im)
 
     def _first(self, key: _ShapeKey, im: torch.Tensor) -> Any:
-        """The pass for a new shape, run eagerly while it is traced; the trace is kept if it
-        gives what that pass gave."""
+        """The eager pass's outputs for a new shape, traced and the trace checked on the way."""
         import torch
-        from torch.utils._pytree import tree_flatten, tree_unflatten
+        from torch.utils._pytree import tree_flatten
 
-        ran: list[tuple[list[torch.Tensor], TreeSpec]] = []
+        expected = self._eager(im)
+        leaves, spec = tree_flatten(expected)
+        if not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+            self._give_up("its outputs are not all tensors")
+            return expected
 
         def flat(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            leaves, spec = tree_flatten(self._eager(x))
-            if not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
-                raise _Untraceable("its outputs are not all tensors")
-            ran.append((leaves, spec))
-            return tuple(leaves)
+            return tuple(tree_flatten(self._eager(x))[0])
 
         try:
-            with warnings.catch_warnings(), _unoptimized():
+            with warnings.catch_warnings():
                 # The deprecation, and TracerWarnings about the head's shape checks, which one
                 # trace per shape makes right.
                 warnings.simplefilter("ignore")
@@ -114,11 +107,9 @@ class TracedForward:
                     flat, (im,), check_trace=False, strict=False
                 )
                 got = traced(im)
-        except Exception as exc:  # any failure means: run eagerly (again, if it was the pass)
+        except Exception as exc:  # any failure means: run eagerly
             self._give_up(f"tracing failed: {type(exc).__name__}: {exc}")
-            return self._eager(im)
-        [(leaves, spec)] = ran
-        expected = tree_unflatten(leaves, spec)
+            return expected
         if len(got) != len(leaves) or not all(
             torch.equal(a, b) for a, b in zip(got, leaves, strict=True)
         ):
@@ -143,18 +134,4 @@ class _Trace:
     def run(self, im: torch.Tensor) -> Any:
         from torch.utils._pytree import tree_unflatten
 
-        with _unoptimized():
-            return tree_unflatten(list(self._traced(im)), self._spec)
-
-
-class _Untraceable(Exception):
-    pass
-
-
-def _unoptimized() -> AbstractContextManager[None]:
-    """TorchScript's executor without its optimising passes, in this thread only: they profile
-    the first runs of each trace, which then take up to 1.8 times as long, and gave no faster
-    pass here (yolo11n, imgsz 320, 1 thread)."""
-    import torch
-
-    return torch.jit.optimized_execution(False)  # type: ignore[attr-defined]
+        return tree_unflatten(list(self._traced(im)), self._spec)
