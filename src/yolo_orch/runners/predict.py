@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.runners.formats import compile_openvino_for_lane, load_variant
-from yolo_orch.runners.traced import trace_forward
 from yolo_orch.variant_registry import ResolvedVariant
 from yolo_orch.variants import ExportFormat
 from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
@@ -36,8 +35,7 @@ log = logging.getLogger(__name__)
 
 def load_model(device: str, weights: ResolvedWeights, params: InferenceParams) -> YOLO:
     """A model instance of `weights`, checked against its fingerprint and warmed up on `device`
-    (the first predict sets up the predictor); on the cpu lane its forward passes then run as
-    traces (`traced`)."""
+    (the first predict sets up the predictor)."""
     import ultralytics.utils
     from ultralytics.models import YOLO
 
@@ -57,8 +55,6 @@ def load_model(device: str, weights: ResolvedWeights, params: InferenceParams) -
     # to `device` (the warm-up below builds it). Moving the original as well would keep a
     # second, unused copy in GPU memory for every cached model.
     _warm_up(model, path.name, device, params, started)
-    if device == "cpu":  # where it was measured (`traced`); CUDA lanes run it eagerly
-        trace_forward(model)
     return model
 
 
