@@ -351,14 +351,14 @@ async def test_the_detail_of_an_outcome_is_kept_with_the_job_until_it_goes(
     plain = await running(store)
     body = b'{"images":[\n{"source":"a.jpg"}\n]}'
 
-    await store.finish(job.id, Outcome(JobState.SUCCEEDED, detail=body), T0)
+    await store.finish(job.id, Outcome(JobState.SUCCEEDED, kept_result=body), T0)
     await store.finish(plain.id, Outcome(JobState.SUCCEEDED), T0)
 
-    assert await store.result_detail(job.id) == body
-    assert await store.result_detail(plain.id) is None
-    assert await store.result_detail("no-such-job") is None
+    assert await store.kept_result(job.id) == body
+    assert await store.kept_result(plain.id) is None
+    assert await store.kept_result("no-such-job") is None
     await store.delete(job.id)
-    assert await store.result_detail(job.id) is None
+    assert await store.kept_result(job.id) is None
 
 
 async def test_finish_takes_the_outcome_progress(store: JobStore) -> None:

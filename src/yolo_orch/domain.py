@@ -151,7 +151,7 @@ class Outcome:
     error: JobError | None = None
     result: JsonObject | None = None
     progress: Progress | None = None
-    detail: bytes | None = None
+    kept_result: bytes | None = None
     """The full result as JSON, when it is small enough to be kept with the job; otherwise it
     is in the job's result file."""
 

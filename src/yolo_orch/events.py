@@ -124,8 +124,8 @@ class PublishingJobStore(JobStore):
         self._events.publish(job.id)
         return job
 
-    async def result_detail(self, job_id: str) -> bytes | None:
-        return await self._inner.result_detail(job_id)
+    async def kept_result(self, job_id: str) -> bytes | None:
+        return await self._inner.kept_result(job_id)
 
     async def cancel(self, job_id: str, now: datetime) -> Job:
         job = await self._inner.cancel(job_id, now)

@@ -21,8 +21,8 @@ class _Read:
     jobs: list[Job]
     complete: bool
     """The read found fewer jobs than it asked for: these are the whole queue."""
-    aging_per_minute: float
     max_gpus: int | None
+    """The read left out jobs needing more lanes than this."""
     at: float
 
 
@@ -65,14 +65,12 @@ class QueueHead:
         if (
             read is None
             or now - read.at > MAX_AGE_S
-            or (read.aging_per_minute, read.max_gpus) != (order.aging_per_minute, order.max_gpus)
+            or read.max_gpus != order.max_gpus
             or (len(read.jobs) < window and not read.complete)
         ):
             changes = self._changes
             jobs = await self._store.next_queued(window + SPARE, order)
-            read = _Read(
-                jobs, len(jobs) < window + SPARE, order.aging_per_minute, order.max_gpus, now
-            )
+            read = _Read(jobs, len(jobs) < window + SPARE, order.max_gpus, now)
             # Kept only if nothing changed the queue while it was read.
             self._read = read if changes == self._changes else None
         return read.jobs[:window]

@@ -4,11 +4,10 @@ becomes the job's outcome."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio.to_thread
 
@@ -73,7 +72,7 @@ def outcome_of(run: Run, job_id: str, raw: BatchOutcome) -> Outcome:
     if run.stopped_by is not None:  # it ignored the stop, but not for long
         return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
     return Outcome(
-        JobState.SUCCEEDED, result=raw.summary, progress=run.progress, detail=raw.encoded
+        JobState.SUCCEEDED, result=raw.summary, progress=run.progress, kept_result=raw.encoded
     )
 
 
@@ -90,7 +89,7 @@ async def with_result_kept(files: JobFiles, job_id: str, raw: BatchOutcome) -> B
     except Exception as exc:
         return exc
     if small is not None:
-        return dataclasses.replace(raw, encoded=small)
+        return replace(raw, encoded=small)
     return await anyio.to_thread.run_sync(_write_result, files, job_id, raw)
 
 

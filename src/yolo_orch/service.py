@@ -306,13 +306,13 @@ class JobService:
         """A succeeded job's full result (JSON): kept with the job (small), or the file to
         stream."""
         await self._succeeded(job_id)
-        kept = await self._store.result_detail(job_id)
+        kept = await self._store.kept_result(job_id)
         return kept if kept is not None else self._files.result_path(job_id)
 
     async def result_page(self, job_id: str, offset: int, limit: int) -> EntryPage:
         """A page of a succeeded job's per-image entries."""
         await self._succeeded(job_id)
-        kept = await self._store.result_detail(job_id)
+        kept = await self._store.kept_result(job_id)
         if kept is not None:
             return page_of(kept, offset, limit)
         return await anyio.to_thread.run_sync(

@@ -77,8 +77,8 @@ class JobStore(ABC):
         if the job is terminal already."""
 
     @abstractmethod
-    async def result_detail(self, job_id: str) -> bytes | None:
-        """The full result `finish` recorded with the job (`Outcome.detail`); None when it
+    async def kept_result(self, job_id: str) -> bytes | None:
+        """The full result `finish` recorded with the job (`Outcome.kept_result`); None when it
         recorded none (the result is in the job's file, or there is none)."""
 
     @abstractmethod

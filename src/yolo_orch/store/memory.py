@@ -50,8 +50,8 @@ class InMemoryDatabase:
 
     jobs: dict[str, Job] = field(default_factory=dict)
     job_ids_by_key: dict[str, str] = field(default_factory=dict)
-    result_details: dict[str, bytes] = field(default_factory=dict)
-    """Job id -> the full result recorded with its outcome (`Outcome.detail`)."""
+    kept_results: dict[str, bytes] = field(default_factory=dict)
+    """Job id -> the full result recorded with its outcome (`Outcome.kept_result`)."""
     last_seq: int = 0
     models: dict[str, Model] = field(default_factory=dict)
     """By id, in registration order."""
@@ -169,8 +169,8 @@ class InMemoryJobStore(JobStore):
         job = await self.get(job_id)
         if job.state.is_terminal:
             raise JobAlreadyFinished(job_id, job.state)
-        if outcome.detail is not None:
-            self._db.result_details[job_id] = outcome.detail
+        if outcome.kept_result is not None:
+            self._db.kept_results[job_id] = outcome.kept_result
         return self._put(
             replace(
                 job,
@@ -182,8 +182,8 @@ class InMemoryJobStore(JobStore):
             )
         )
 
-    async def result_detail(self, job_id: str) -> bytes | None:
-        return self._db.result_details.get(job_id)
+    async def kept_result(self, job_id: str) -> bytes | None:
+        return self._db.kept_results.get(job_id)
 
     async def cancel(self, job_id: str, now: datetime) -> Job:
         job = await self.get(job_id)
@@ -263,7 +263,7 @@ class InMemoryJobStore(JobStore):
 
     def _forget(self, job: Job) -> Job:
         del self._jobs[job.id]
-        self._db.result_details.pop(job.id, None)
+        self._db.kept_results.pop(job.id, None)
         if job.idempotency_key is not None:
             self._by_key.pop(job.idempotency_key, None)
         return job

@@ -123,7 +123,7 @@ class SQLiteJobStore(JobStore):
             functools.partial(_finish, job_id, outcome, now), fails_clean=True
         )
 
-    async def result_detail(self, job_id: str) -> bytes | None:
+    async def kept_result(self, job_id: str) -> bytes | None:
         stmt = select(JOB_RESULTS.c.body).where(JOB_RESULTS.c.job_id == job_id)
         body: bytes | None = await self._db.read(lambda conn: conn.execute(stmt).scalar())
         return body
@@ -315,8 +315,8 @@ def _finish(job_id: str, outcome: Outcome, now: datetime, conn: Connection) -> J
     job = _update_job(conn, job_id, JOBS.c.state.not_in(_TERMINAL), **values)
     if job is None:
         raise JobAlreadyFinished(job_id, _state_of(conn, job_id))
-    if outcome.detail is not None:
-        conn.execute(_INSERT_RESULT, {"job_id": job_id, "body": outcome.detail})
+    if outcome.kept_result is not None:
+        conn.execute(_INSERT_RESULT, {"job_id": job_id, "body": outcome.kept_result})
     return job
 
 

@@ -102,7 +102,7 @@ class JobCountRow(SQLModel, table=True):
 
 
 class JobResultRow(SQLModel, table=True):
-    """A small job's full result, committed with its outcome (`Outcome.detail`): a larger one
+    """A small job's full result, committed with its outcome (`Outcome.kept_result`): a larger one
     is in the job's result file. A table of its own, so that reading jobs never reads it."""
 
     __tablename__ = "job_results"
