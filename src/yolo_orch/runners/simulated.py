@@ -93,11 +93,14 @@ class SimulatedRunner:
         seconds = max(float(p.get("sim_seconds", 0.2)) for p in params)
         steps = [int(p.get("sim_steps", 5)) for p in params]
         outcomes: list[BatchOutcome | None] = [None] * len(ctxs)
+        began = time.monotonic()
         for step in range(1, max(steps) + 1):
             for index, ctx in enumerate(ctxs):
                 if outcomes[index] is None and step <= steps[index] and ctx.should_cancel():
                     outcomes[index] = JobCancelled()
-            time.sleep(seconds / max(steps))
+            # Each step ends on its share of the pass's time, however late the thread woke from
+            # the last one (waiting for the GIL): the device's work does not wait for Python.
+            time.sleep(max(0.0, began + seconds * step / max(steps) - time.monotonic()))
             for index, ctx in enumerate(ctxs):
                 if outcomes[index] is None and step <= steps[index]:
                     if ctx.job.kind is JobKind.TRAINING:  # a step is an epoch: its metrics
