@@ -1,9 +1,10 @@
 """The durable job store, on the `SQLiteDatabase` (`sqlite_db.py`: one writer, group commit,
-`synchronous=FULL`). Its ops use few statements (each costs SQLAlchemy's Python work on a
-thread that shares the GIL with the event loop): `create` is one `INSERT ... SELECT ... WHERE
-<room in the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING RETURNING *`,
-and reads why only on the rare refusal; the dispatcher's writes are single `UPDATE ...
-RETURNING`s (and, for a small result, its `INSERT` in the same transaction)."""
+every acknowledged write fsynced). Its ops use few statements (each costs SQLAlchemy's Python
+work on a thread that shares the GIL with the event loop): `create` is one `INSERT ... SELECT
+... WHERE <room in the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING *`, and reads why only on the rare refusal; the dispatcher's writes are single
+`UPDATE ... RETURNING`s built once (and, for a small result, its `INSERT` in the same
+transaction)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Insert,
     Integer,
@@ -28,6 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Update
 
 from yolo_orch.domain import (
     Job,
@@ -112,11 +115,17 @@ class SQLiteJobStore(JobStore):
 
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         return await self._db.write(
-            functools.partial(_claim, job_id, devices, now), fails_clean=True
+            functools.partial(_claim, job_id, devices, now),
+            fails_clean=True,
+            answer_before_fsync=True,  # no client is told; the run starts without waiting
         )
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
-        await self._db.write(functools.partial(_set_progress, job_id, progress), fails_clean=True)
+        await self._db.write(
+            functools.partial(_set_progress, job_id, progress),
+            fails_clean=True,
+            answer_before_fsync=True,
+        )
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         return await self._db.write(
@@ -276,48 +285,69 @@ def _state_of(conn: Connection, job_id: str) -> JobState:
     return JobState(state)
 
 
+def _dispatcher_update(*where: Any, **values: Any) -> Update:
+    """An `UPDATE` of one job (bound as `job_id`), to be built once: building and
+    caching a statement per call cost SQLAlchemy about twice what executing it does, on the
+    writer's thread, for writes made once or twice per job run."""
+    return update(JOBS).where(JOBS.c.id == bindparam("job_id"), *where).values(**values)
+
+
+_CLAIM = _dispatcher_update(
+    _QUEUED,
+    state=str(JobState.RUNNING),
+    devices=bindparam("claimed_devices"),
+    attempt=JOBS.c.attempt + 1,
+    started_at=bindparam("claimed_at"),
+    progress=None,
+).returning(*JOBS.c)
+_SET_PROGRESS = _dispatcher_update(
+    JOBS.c.state == str(JobState.RUNNING), progress=bindparam("new_progress")
+).returning(JOBS.c.seq)
+_FINISH_VALUES: dict[str, BindParameter[Any]] = {
+    column: bindparam(f"outcome_{column}")
+    for column in ("state", *error_values(None), "result", "finished_at")
+}
+_ACTIVE = JOBS.c.state.not_in(_TERMINAL)
+_FINISH = _dispatcher_update(_ACTIVE, **_FINISH_VALUES).returning(*JOBS.c)
+_FINISH_WITH_PROGRESS = _dispatcher_update(
+    _ACTIVE, **_FINISH_VALUES, progress=bindparam("outcome_progress")
+).returning(*JOBS.c)
+
+
 def _claim(job_id: str, devices: tuple[str, ...], now: datetime, conn: Connection) -> Job | None:
-    job = _update_job(
-        conn,
-        job_id,
-        _QUEUED,
-        state=str(JobState.RUNNING),
-        devices=list(devices),
-        attempt=JOBS.c.attempt + 1,
-        started_at=now,
-        progress=None,
-    )
-    if job is None:
+    params = {"job_id": job_id, "claimed_devices": list(devices), "claimed_at": now}
+    row = conn.execute(_CLAIM, params).mappings().first()
+    if row is None:
         _state_of(conn, job_id)  # raises JobNotFound for an unknown id
-    return job
+        return None
+    return job_from_row(row)
 
 
 def _set_progress(job_id: str, progress: Progress, conn: Connection) -> None:
-    stmt = (
-        update(JOBS)
-        .where(JOBS.c.id == job_id, JOBS.c.state == str(JobState.RUNNING))
-        .values(progress=progress.as_dict())
-        .returning(JOBS.c.seq)
-    )
-    if conn.execute(stmt).first() is None:
+    params = {"job_id": job_id, "new_progress": progress.as_dict()}
+    if conn.execute(_SET_PROGRESS, params).first() is None:
         _state_of(conn, job_id)  # raises JobNotFound for an unknown id
 
 
 def _finish(job_id: str, outcome: Outcome, now: datetime, conn: Connection) -> Job:
-    values: dict[str, Any] = {
+    values = {
         "state": str(outcome.state),
         **error_values(outcome.error),
         "result": outcome.result,
         "finished_at": now,
     }
+    params: dict[str, Any] = {f"outcome_{column}": value for column, value in values.items()}
+    params["job_id"] = job_id
+    stmt = _FINISH
     if outcome.progress is not None:
-        values["progress"] = outcome.progress.as_dict()
-    job = _update_job(conn, job_id, JOBS.c.state.not_in(_TERMINAL), **values)
-    if job is None:
+        stmt = _FINISH_WITH_PROGRESS
+        params["outcome_progress"] = outcome.progress.as_dict()
+    row = conn.execute(stmt, params).mappings().first()
+    if row is None:
         raise JobAlreadyFinished(job_id, _state_of(conn, job_id))
     if outcome.kept_result is not None:
         conn.execute(_INSERT_RESULT, {"job_id": job_id, "body": outcome.kept_result})
-    return job
+    return job_from_row(row)
 
 
 _NEW_RESULT = sqlite_insert(JOB_RESULTS)

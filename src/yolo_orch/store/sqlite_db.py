@@ -1,18 +1,31 @@
-"""The database under the durable stores: SQLite in WAL mode, `synchronous=FULL`, through
-SQLAlchemy Core on the standard `sqlite3` driver, in threads of its own. One `SQLiteDatabase`
-serves both the job store (`sqlite.py`) and the model store (`sqlite_registry.py`).
+"""The database under the durable stores: SQLite in WAL mode, every acknowledged write fsynced,
+through SQLAlchemy Core on the standard `sqlite3` driver, in threads of its own. One
+`SQLiteDatabase` serves both the job store (`sqlite.py`) and the model store
+(`sqlite_registry.py`).
 
-Writes: one writer, group commit. SQLite allows one writer at a time, and with
-`synchronous=FULL` each commit waits for an fsync. So every write is a small synchronous
-function of a `Connection` (an "op"), and all writes go through `SQLiteDatabase.write`, which
-queues the op. One committer task owns the one write connection and runs the ops in batches,
-a whole batch in one call on a worker thread: all the ops that arrived while the previous batch
-was committing run in ONE transaction (one `BEGIN IMMEDIATE`, one `COMMIT`, one fsync), and each
-op's result or error goes back to its own caller. A caller is answered only after its batch has
-committed, so an acknowledged write is durable. Writes stay serialised (one connection, one
-transaction at a time), and `BEGIN IMMEDIATE` takes SQLite's write lock before any read, so a
-read-then-write is never refused half way with "database is locked"; `busy_timeout` covers a
-writer in another process (a migration, a tool).
+Writes: one writer, group commit. SQLite allows one writer at a time, and a durable commit
+waits for an fsync of the write-ahead log. So every write is a small synchronous function of a
+`Connection` (an "op"), and all writes go through `SQLiteDatabase.write`, which queues the op.
+One committer task owns the one write connection and runs the ops in batches, a whole batch in
+one call on a worker thread: all the ops that arrived while the previous batch was committing
+run in ONE transaction (one `BEGIN IMMEDIATE`, one `COMMIT`), and each op's result or error goes
+back to its own caller. Writes stay serialised (one connection, one transaction at a time), and
+`BEGIN IMMEDIATE` takes SQLite's write lock before any read, so a read-then-write is never
+refused half way with "database is locked"; `busy_timeout` covers a writer in another process
+(a migration, a tool).
+
+Durability: what `synchronous=FULL` gives, with the fsync moved off the writer's path. The
+write connection commits with `synchronous=NORMAL` (in WAL mode: the log is written, not yet
+synced, and SQLite still syncs it before every checkpoint), and a sync task of ours then
+fdatasyncs the log on a thread of its own, while the writer commits the next batch. A caller is
+answered only after a sync that started once its batch had committed, so an acknowledged write
+is on disk, as with FULL; the log is sequential, so that sync covers every earlier commit too.
+The difference: the next batch no longer waits for the previous one's fsync. Two kinds of write
+are answered at their commit, before the sync (`answer_before_fsync`): the dispatcher's claims
+and progress. They survive a crash of this process at once (the log is in the OS's page cache)
+and a power loss once the sync that follows at once has ended; what they cost if lost in
+between is one job run again from the queue with its attempt not counted, and nothing a client
+was told. A reader may likewise see a commit a few milliseconds before its fsync.
 
 - An op that raises a domain error (`YoloOrchError`: queue full, job finished, ...) wrote
   nothing, and the other ops of its batch go on. An op runs inside a SAVEPOINT, rolled back on
@@ -45,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
@@ -68,6 +82,8 @@ _PRAGMAS = (
     "PRAGMA foreign_keys=ON",
 )
 
+_FDATASYNC = getattr(os, "fdatasync", os.fsync)
+"""fdatasync where the platform has it (what SQLite uses on Linux), else fsync."""
 _BEGIN_MODE = "yolo_orch_begin_mode"
 """Execution option read by `_begin`: "IMMEDIATE" for writes, else a deferred BEGIN."""
 READ_THREADS = 4
@@ -111,6 +127,7 @@ class _Write(Generic[_T]):
     op: Op[_T]
     future: asyncio.Future[_T]
     fails_clean: bool
+    answer_before_fsync: bool
     result: _T | None = None
     error: BaseException | None = None
 
@@ -128,6 +145,14 @@ class SQLiteDatabase:
         self._pending: list[_Write[Any]] = []
         self._committer: asyncio.Task[None] | None = None
         self._writer_thread = anyio.CapacityLimiter(1)
+        self._wal = _wal_path(self._url)
+        """The write-ahead log our sync task fdatasyncs; None for a database without a file,
+        which then commits with `synchronous=FULL`."""
+        self._unsynced: list[_Write[Any]] = []
+        """Committed writes whose callers wait for the next sync."""
+        self._sync_wanted = False
+        self._syncer: asyncio.Task[None] | None = None
+        self._sync_thread = anyio.CapacityLimiter(1)
         self._read_threads = anyio.CapacityLimiter(READ_THREADS)
 
     async def open(self) -> None:
@@ -143,6 +168,8 @@ class SQLiteDatabase:
         )
         writer = self._writer_engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
         self._conn = await self._on_writer(writer.connect)
+        if self._wal is not None:
+            await self._on_writer(_commit_without_fsync, self._conn)
 
     async def close(self) -> None:
         while self._committer is not None:  # answer every write already asked for
@@ -155,6 +182,13 @@ class SQLiteDatabase:
                 # The committer died of it, after answering its batch with the error (a
                 # successor, if writes were waiting, is `self._committer` now): close anyway.
                 log.warning("the SQLite committer failed", exc_info=not committer.cancelled())
+        while self._syncer is not None:  # and every write waiting for its fsync
+            syncer = self._syncer
+            try:
+                await asyncio.shield(syncer)
+            except asyncio.CancelledError:
+                if not syncer.done():  # close() itself was cancelled
+                    raise
         if self._conn is not None:
             await self._on_writer(self._conn.close)
         for engine in (self._writer_engine, self._reader_engine):
@@ -163,14 +197,17 @@ class SQLiteDatabase:
         self._reader_engine = self._writer_engine = None
         self._conn = None
 
-    async def write(self, op: Op[_T], *, fails_clean: bool = False) -> _T:
-        """Run `op` in a write transaction; return once that transaction has committed.
-        `fails_clean`: `op` raises its domain errors only before it writes anything, so it
-        needs no savepoint."""
+    async def write(
+        self, op: Op[_T], *, fails_clean: bool = False, answer_before_fsync: bool = False
+    ) -> _T:
+        """Run `op` in a write transaction; return once that transaction has committed and is
+        on disk. `fails_clean`: `op` raises its domain errors only before it writes anything,
+        so it needs no savepoint. `answer_before_fsync`: return at the commit, before the fsync
+        that follows it (see Durability above)."""
         if self._conn is None:
             raise RuntimeError("SQLiteDatabase is not open; call open() first")
         future: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Write(op, future, fails_clean))
+        self._pending.append(_Write(op, future, fails_clean, answer_before_fsync))
         if self._committer is None:
             self._committer = asyncio.create_task(self._commit_pending())
         return await future
@@ -215,13 +252,7 @@ class SQLiteDatabase:
                             write.future.set_exception(exc)
                     cancelled = isinstance(exc, asyncio.CancelledError)
                     raise
-                for write in batch:
-                    if write.future.done():  # its caller was cancelled
-                        continue
-                    if write.error is not None:
-                        write.future.set_exception(write.error)
-                    else:
-                        write.future.set_result(cast(Any, write.result))
+                self._committed(batch)
         finally:
             self._committer = None
             if self._pending:
@@ -231,6 +262,80 @@ class SQLiteDatabase:
                     self._pending = []
                 else:
                     self._committer = asyncio.create_task(self._commit_pending())
+
+    def _committed(self, batch: list[_Write[Any]]) -> None:
+        """Answer the writes of a committed batch that need no fsync (refused ones wrote
+        nothing); the rest wait for the next sync."""
+        for write in batch:
+            if write.future.done():  # its caller was cancelled
+                continue
+            if write.error is not None:
+                write.future.set_exception(write.error)
+            elif write.answer_before_fsync or self._wal is None:
+                write.future.set_result(cast(Any, write.result))
+            else:
+                self._unsynced.append(write)
+        if self._wal is not None:
+            self._sync_wanted = True
+            if self._syncer is None:
+                self._syncer = asyncio.create_task(self._sync_committed(self._wal))
+
+    async def _sync_committed(self, wal: str) -> None:
+        """The sync task: fdatasyncs the log while commits go on, and answers the writes that
+        had committed before each sync began."""
+        cancelled = False
+        try:
+            while self._sync_wanted:
+                self._sync_wanted = False
+                synced, self._unsynced = self._unsynced, []
+                try:
+                    await anyio.to_thread.run_sync(_sync, wal, limiter=self._sync_thread)
+                except asyncio.CancelledError:  # at shutdown (the thread's sync has ended)
+                    cancelled = True
+                    self._unsynced[:0] = synced
+                    raise
+                except Exception as exc:  # not known to be on disk: nobody is told it is
+                    log.critical("could not fsync the database's log %s", wal, exc_info=exc)
+                    for write in synced:
+                        if not write.future.done():
+                            write.future.set_exception(exc)
+                    continue
+                for write in synced:
+                    if not write.future.done():
+                        write.future.set_result(write.result)
+        finally:
+            self._syncer = None
+            if cancelled:
+                for write in self._unsynced:
+                    write.future.cancel()
+                self._unsynced = []
+            elif self._sync_wanted:
+                self._syncer = asyncio.create_task(self._sync_committed(wal))
+
+
+def _wal_path(url: str) -> str | None:
+    database = make_url(url).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return f"{os.path.abspath(database)}-wal"
+
+
+def _commit_without_fsync(conn: Connection) -> None:
+    """The write connection's commits leave the fsync to `_sync` (outside any transaction)."""
+    dbapi_connection: Any = conn.connection.dbapi_connection
+    dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+
+def _sync(wal: str) -> None:
+    """fdatasync the log: through any descriptor, it writes out every page of the file."""
+    try:
+        fd = os.open(wal, os.O_RDONLY)
+    except FileNotFoundError:  # checkpointed and removed: SQLite synced the database itself
+        return
+    try:
+        _FDATASYNC(fd)
+    finally:
+        os.close(fd)
 
 
 def _run_read(engine: Engine, op: Op[_T]) -> _T:
