@@ -34,6 +34,7 @@ from yolo_orch.errors import (
 )
 from yolo_orch.inputs import check_relative
 from yolo_orch.paths import client_path_errors, contained
+from yolo_orch.resolutions import Resolutions
 from yolo_orch.store.base import ModelStore
 from yolo_orch.variant_imports import importable_format
 from yolo_orch.variant_registry import VariantRegistry
@@ -67,7 +68,10 @@ class ModelRegistry:
         self._limiter = file_limiter
         self._files_lock = asyncio.Lock()
         """Held while a model file is put in place or removed together with its registration."""
-        self.variants = VariantRegistry(store, models_dir / "variants", self._files_lock)
+        self.resolutions = Resolutions()
+        self.variants = VariantRegistry(
+            store, models_dir / "variants", self._files_lock, self.resolutions
+        )
 
     async def import_stream(
         self, chunks: AsyncIterator[bytes], *, name: str, source: str, max_bytes: int
@@ -119,7 +123,13 @@ class ModelRegistry:
             staged.unlink(missing_ok=True)
 
     async def get(self, ref: str) -> Model:
-        return await self._store.get(ref)
+        known = self.resolutions.model(ref)
+        if known is not None:
+            return known
+        generation = self.resolutions.generation
+        model = await self._store.get(ref)
+        self.resolutions.keep_model(ref, model, generation)
+        return model
 
     async def list_models(self) -> list[Model]:
         return await self._store.list_models()
@@ -129,6 +139,7 @@ class ModelRegistry:
         async with self._files_lock:
             variants = await self._store.list_variants((await self._store.get(ref)).id)
             model = await self._store.delete(ref, cascade=cascade)
+            self.resolutions.forget()
             await self.variants.remove_folders(variants)
             if not await self._has_sha256(model.sha256):
                 await anyio.to_thread.run_sync(
@@ -154,13 +165,25 @@ class ModelRegistry:
 
     async def resolve(self, ref: str) -> ResolvedWeights:
         """What a runner loads: the file and the fingerprint it must still have."""
-        model = await self._store.get(ref)
+        model = await self.get(ref)
         if not model.usable:
             raise ModelUnusable(ref)
+        return self._weights_of(model)
+
+    def known_weights(self, ref: str) -> ResolvedWeights | None:
+        """What `resolve` would answer, from the kept answers, from any thread; None when it
+        must ask the store (not kept, or it would raise)."""
+        model = self.resolutions.model(ref)
+        if model is None or not model.usable:
+            return None
+        return self._weights_of(model)
+
+    def _weights_of(self, model: Model) -> ResolvedWeights:
         return ResolvedWeights(path=self.path_of(model), sha256=model.sha256, task=model.task)
 
     async def mark_unusable(self, model_id: str) -> None:
         await self._store.mark_unusable(model_id)
+        self.resolutions.forget()
 
     def path_of(self, model: Model) -> Path:
         return self._dir / model.file_name
@@ -196,7 +219,9 @@ class ModelRegistry:
                 os.replace, staged, self._dir / file_name, limiter=limiter
             )
             try:
-                return await self._store.add(new, utcnow())
+                added = await self._store.add(new, utcnow())
+                self.resolutions.forget()
+                return added
             except Exception:
                 # A refused add registered nothing. Remove the file only if no model has these
                 # bytes: one that does (registered before, the add failing for another reason)

@@ -21,6 +21,7 @@ from yolo_orch.clock import utcnow
 from yolo_orch.domain import JsonObject, Model
 from yolo_orch.errors import BodyTooLarge, InvalidJob, VariantNotFound
 from yolo_orch.manifests import Manifest, copy_tree_hashing, fingerprint_tree, remove_tree
+from yolo_orch.resolutions import Resolutions
 from yolo_orch.store.base import ModelStore
 from yolo_orch.variant_imports import describe, entry_of, importable_format, unpack_openvino_zip
 from yolo_orch.variants import ExportFormat, Lineage, NewVariant, Variant
@@ -39,11 +40,19 @@ class ResolvedVariant:
 
 
 class VariantRegistry:
-    def __init__(self, store: ModelStore, variants_dir: Path, files_lock: asyncio.Lock) -> None:
+    def __init__(
+        self,
+        store: ModelStore,
+        variants_dir: Path,
+        files_lock: asyncio.Lock,
+        resolutions: Resolutions,
+    ) -> None:
         self._store = store
         self._dir = variants_dir
         self._files_lock = files_lock
         """The model registry's: held while folders and their records change together."""
+        self._resolutions = resolutions
+        """The model registry's: forgotten at every change to a variant."""
 
     async def register_export(
         self,
@@ -120,11 +129,15 @@ class VariantRegistry:
 
     async def resolve(self, model_id: str) -> list[ResolvedVariant]:
         """The model's usable variants, newest first, with their folders."""
+        generation = self._resolutions.generation
         variants = await self._store.list_variants(model_id)
-        return [ResolvedVariant(v, self.folder_of(v)) for v in variants if v.usable]
+        resolved = [ResolvedVariant(v, self.folder_of(v)) for v in variants if v.usable]
+        self._resolutions.keep_variants(model_id, resolved, generation)
+        return resolved
 
     async def mark_unusable(self, variant_id: str) -> None:
         await self._store.mark_variant_unusable(variant_id)
+        self._resolutions.forget()
 
     async def delete(self, model: Model, variant_id: str) -> Variant:
         async with self._files_lock:
@@ -132,6 +145,7 @@ class VariantRegistry:
             if variant.model_id != model.id:
                 raise VariantNotFound(variant_id)
             await self._store.delete_variant(variant_id)
+            self._resolutions.forget()
             await anyio.to_thread.run_sync(remove_tree, self.folder_of(variant))
         return variant
 
@@ -184,6 +198,7 @@ class VariantRegistry:
             await anyio.to_thread.run_sync(os.replace, staged, final)
             try:
                 variant, created = await self._store.add_variant(new, utcnow())
+                self._resolutions.forget()
             except BaseException:
                 await anyio.to_thread.run_sync(remove_tree, final)
                 raise

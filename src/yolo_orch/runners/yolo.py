@@ -158,9 +158,13 @@ class RegistryAccess:
 
     def resolve(self, ref: str) -> ResolvedWeights:
         # Runners run in worker threads; the registry lives on the event loop.
-        return anyio.from_thread.run(self._registry.resolve, ref)
+        known = self._registry.known_weights(ref)
+        return known if known is not None else anyio.from_thread.run(self._registry.resolve, ref)
 
     def resolve_variants(self, model_id: str) -> list[ResolvedVariant]:
+        known = self._registry.resolutions.variants(model_id)
+        if known is not None:
+            return known
         return anyio.from_thread.run(self._registry.variants.resolve, model_id)
 
 
