@@ -1,8 +1,10 @@
 """Job change notifications for the clients that follow a job (server-sent events).
 
-The store stays the source of truth: a notification only says "job X changed, look again",
-with an event id that grows with every change. Ids start from the clock at process start, so a
-client that reconnects after a restart never mistakes an old id for a current one.
+The store stays the source of truth: a notification says "job X changed", with an event id
+that grows with every change, and, for those waiting on the job, the job as the change left it
+when the store returned it (claim, finish, cancel...; not after a progress write), so that a
+waiter need not read it again. Ids start from the clock at process start, so a client that
+reconnects after a restart never mistakes an old id for a current one.
 """
 
 from __future__ import annotations
@@ -10,10 +12,28 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict, defaultdict, deque
+from dataclasses import dataclass
 from datetime import datetime
 
 from yolo_orch.domain import Job, JobFilter, JobKind, NewJob, Outcome, Page, Progress, QueueOrder
 from yolo_orch.store.base import JobStore
+
+
+@dataclass(frozen=True)
+class Change:
+    """A job's change, as those waiting on the job hear of it."""
+
+    version: int
+    job: Job | None
+    """The job as this change left it; None when not known (read it)."""
+    progress_only: bool = False
+    """Only its progress changed: its state is as before."""
+
+
+class _Waiting(asyncio.Event):
+    """Set at a job's next change, which it then holds."""
+
+    change: Change | None = None
 
 
 class JobEvents:
@@ -23,7 +43,7 @@ class JobEvents:
         """Latest event id per job, for the most recently changed jobs only: a job forgotten
         here just gets its current state sent again, which is always correct."""
         self._remembered = remembered_jobs
-        self._changed: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self._changed: defaultdict[str, _Waiting] = defaultdict(_Waiting)
         self._log: deque[tuple[int, str]] = deque(maxlen=logged_changes)
         """The latest changes of all jobs, (event id, job id), for the server-wide stream."""
         self._any = asyncio.Event()
@@ -37,7 +57,8 @@ class JobEvents:
         """The id of the latest change seen for `job_id` (0: none since this process began)."""
         return self._versions.get(job_id, 0)
 
-    def publish(self, job_id: str) -> None:
+    def publish(self, job_id: str, job: Job | None = None, *, progress_only: bool = False) -> None:
+        """`job`: the job as this change left it, if known."""
         self._counter += 1
         self._versions[job_id] = self._counter
         self._versions.move_to_end(job_id)
@@ -45,6 +66,7 @@ class JobEvents:
             self._versions.popitem(last=False)
         event = self._changed.pop(job_id, None)
         if event is not None:
+            event.change = Change(self._counter, job, progress_only)
             event.set()
         self._log.append((self._counter, job_id))
         self._any.set()
@@ -72,13 +94,22 @@ class JobEvents:
     async def wait_for_change(self, job_id: str, seen: int, timeout_s: float | None = None) -> bool:
         """Wait until `job_id` changes after version `seen` (for ever when `timeout_s` is None);
         False on timeout."""
-        if self.version(job_id) != seen:
-            return True
+        return await self.next_change(job_id, seen, timeout_s) is not None
+
+    async def next_change(
+        self, job_id: str, seen: int, timeout_s: float | None = None
+    ) -> Change | None:
+        """The first change of `job_id` after version `seen` (for ever when `timeout_s` is
+        None); None on timeout. Changes made before the call come without the job."""
+        if (version := self.version(job_id)) != seen:
+            return Change(version, None)
+        event = self._changed[job_id]
         try:
-            await asyncio.wait_for(self._changed[job_id].wait(), timeout_s)
+            await asyncio.wait_for(event.wait(), timeout_s)
         except TimeoutError:
-            return False
-        return True
+            return None
+        assert event.change is not None  # set with the event
+        return event.change
 
 
 class PublishingJobStore(JobStore):
@@ -91,7 +122,7 @@ class PublishingJobStore(JobStore):
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
         job, created = await self._inner.create(new, max_queued=max_queued, now=now)
         if created:
-            self._events.publish(job.id)
+            self._events.publish(job.id, job)
         return job, created
 
     async def get(self, job_id: str) -> Job:
@@ -112,16 +143,16 @@ class PublishingJobStore(JobStore):
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         job = await self._inner.claim(job_id, devices, now)
         if job is not None:
-            self._events.publish(job.id)
+            self._events.publish(job.id, job)
         return job
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         await self._inner.set_progress(job_id, progress)
-        self._events.publish(job_id)
+        self._events.publish(job_id, progress_only=True)
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         job = await self._inner.finish(job_id, outcome, now)
-        self._events.publish(job.id)
+        self._events.publish(job.id, job)
         return job
 
     async def kept_result(self, job_id: str) -> bytes | None:
@@ -129,7 +160,7 @@ class PublishingJobStore(JobStore):
 
     async def cancel(self, job_id: str, now: datetime) -> Job:
         job = await self._inner.cancel(job_id, now)
-        self._events.publish(job.id)
+        self._events.publish(job.id, job)
         return job
 
     async def recover(
@@ -140,12 +171,12 @@ class PublishingJobStore(JobStore):
     ) -> list[Job]:
         jobs = await self._inner.recover(now, drained, spared)
         for job in jobs:
-            self._events.publish(job.id)
+            self._events.publish(job.id, job)
         return jobs
 
     async def requeue(self, job_id: str, now: datetime) -> Job:
         job = await self._inner.requeue(job_id, now)
-        self._events.publish(job.id)
+        self._events.publish(job.id, job)
         return job
 
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:

@@ -281,14 +281,22 @@ class JobService:
         """The job once it is terminal, or as it is after `timeout_s`. Woken by the job's own
         change events: no thread and no polling while it waits."""
         deadline = time.monotonic() + timeout_s
+        # The version first: a change between the two reads is then seen, not missed.
+        version = self._events.version(job_id)
+        job = await self._store.get(job_id)
         while True:
-            # The version first: a change between the two reads is then seen, not missed.
-            version = self._events.version(job_id)
-            job = await self._store.get(job_id)
             left = deadline - time.monotonic()
             if job.state.is_terminal or left <= 0:
                 return job
-            await self._events.wait_for_change(job_id, version, left)
+            change = await self._events.next_change(job_id, version, left)
+            latest = self._events.version(job_id)
+            if change is not None and change.version == latest and change.job is not None:
+                version, job = latest, change.job  # no read: the change came with the job
+            elif change is not None and change.version == latest and change.progress_only:
+                version = latest  # its state is as it was
+            else:  # timed out, or the job changed again meanwhile: as it is now
+                version = latest
+                job = await self._store.get(job_id)
 
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
         return await self._store.list_jobs(where, limit=limit, before_seq=before_seq)
