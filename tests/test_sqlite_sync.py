@@ -150,3 +150,27 @@ async def test_a_failed_fsync_fails_the_writes_waiting_for_it_and_the_next_ones_
 
 async def _queued(store: SQLiteJobStore, count: int) -> bool:
     return await store.count_queued() == count
+
+
+async def test_a_database_not_in_wal_mode_keeps_fsyncing_in_its_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.sqlite'}"
+    await asyncio.to_thread(upgrade_to_head, url)
+    no_wal = tuple(p for p in sqlite_db._PRAGMAS if "journal_mode" not in p)
+    monkeypatch.setattr(sqlite_db, "_PRAGMAS", (*no_wal, "PRAGMA journal_mode=DELETE"))
+    syncs = HeldSyncs(sqlite_db._sync)
+    monkeypatch.setattr(sqlite_db, "_sync", syncs)
+    db = SQLiteDatabase(url)
+    await db.open()
+    try:
+        _, created = await SQLiteJobStore(db).create(new_job(), max_queued=ROOMY, now=T0)
+        synchronous = await db.write(
+            lambda conn: conn.exec_driver_sql("PRAGMA synchronous").scalar()
+        )
+    finally:
+        await db.close()
+
+    assert created
+    assert synchronous == 2  # FULL: SQLite fsyncs at each commit
+    assert syncs.started == 0

@@ -146,8 +146,8 @@ class SQLiteDatabase:
         self._committer: asyncio.Task[None] | None = None
         self._writer_thread = anyio.CapacityLimiter(1)
         self._wal = _wal_path(self._url)
-        """The write-ahead log our sync task fdatasyncs; None for a database without a file,
-        which then commits with `synchronous=FULL`."""
+        """The write-ahead log our sync task fdatasyncs; None for a database without a file or
+        not in WAL mode, which then commits with `synchronous=FULL`."""
         self._unsynced: list[_Write[Any]] = []
         """Committed writes whose callers wait for the next sync."""
         self._sync_wanted = False
@@ -168,8 +168,8 @@ class SQLiteDatabase:
         )
         writer = self._writer_engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"})
         self._conn = await self._on_writer(writer.connect)
-        if self._wal is not None:
-            await self._on_writer(_commit_without_fsync, self._conn)
+        if self._wal is not None and not await self._on_writer(_commit_without_fsync, self._conn):
+            self._wal = None
 
     async def close(self) -> None:
         while self._committer is not None:  # answer every write already asked for
@@ -320,10 +320,15 @@ def _wal_path(url: str) -> str | None:
     return f"{os.path.abspath(database)}-wal"
 
 
-def _commit_without_fsync(conn: Connection) -> None:
-    """The write connection's commits leave the fsync to `_sync` (outside any transaction)."""
+def _commit_without_fsync(conn: Connection) -> bool:
+    """The write connection's commits leave the fsync to `_sync`, if the database is in WAL
+    mode (a file system without shared memory may refuse it): False, and FULL stays, if not."""
     dbapi_connection: Any = conn.connection.dbapi_connection
+    (mode,) = dbapi_connection.execute("PRAGMA journal_mode").fetchone()
+    if str(mode).lower() != "wal":
+        return False
     dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+    return True
 
 
 def _sync(wal: str) -> None:
