@@ -6,9 +6,9 @@ went on without it from any event on.
   while its node is there: it keeps its lane's runtime, and so the runner's warm models,
   between the jobs it runs.
 - A job actor (`host:<random id>`) per job of any other kind, killed once its outcome is
-  committed. Each is made one job ahead: a node's next job actor is started when its last one
-  is taken (`hosts.py`), since a new actor's process took 0.6-1 s to answer its first call on a
-  small node (even an empty actor), longer than a short job. A server that comes back finds
+  committed. Each is made ahead: a node keeps `hosts.JOB_ACTORS_AHEAD` started and makes
+  another when one is taken, since a new actor's process took 0.6-1 s to answer its first call
+  on a small node (even an empty actor), longer than a short job. A server that comes back finds
   which runs each holds by asking it (`runs`).
 
 Both are `RunHost`s, pinned to their node, and neither takes a CPU or a GPU in Ray's

@@ -1,5 +1,5 @@
 """The server's side of the run-holding actors (`actors.py`): finds or makes the actor a job runs
-in (a node's job actors one ahead of its jobs), re-finds them after a restart, and lets them
+in (a node's job actors started ahead of its jobs), re-finds them after a restart, and lets them
 go."""
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
 
 log = logging.getLogger(__name__)
 
+JOB_ACTORS_AHEAD = 2
+"""Job actors each node keeps started ahead of its next jobs: a process takes Ray longer to
+start (about a second on a busy 2-core host) than a short training lasts, so with one ahead, a
+node's second training in a row waited for its process with its GPUs held."""
 _CALL_TIMEOUT_S = 10.0
 """How long an actor gets to answer a control call (re-attach, release) before it counts as
 gone."""
@@ -54,8 +58,8 @@ class Hosts:
         self._lanes: dict[str, Host] = {}
         self._jobs: dict[str, Host] = {}
         """By job id: the host of each run not released yet."""
-        self._next: dict[str, Host] = {}
-        """By node id: the job actor made for the node's next job (it starts meanwhile)."""
+        self._next: dict[str, list[Host]] = {}
+        """By node id: the job actors made for the node's next jobs (they start meanwhile)."""
 
     async def host_for(self, job: Job, lanes: tuple[str, ...], node: ClusterNode) -> Host:
         """The actor the job's run lives in: its lane actor (made on the lane's first job), or
@@ -71,11 +75,14 @@ class Hosts:
                 host = await anyio.to_thread.run_sync(self._make_lane_actor, lanes[0], node)
                 self._lanes[lanes[0]] = host
         else:
-            host = self._next.pop(node.node_id, None)
-            if host is None:
+            ahead = self._next.get(node.node_id)
+            if ahead:
+                host = ahead.pop(0)
+            else:
                 host = await anyio.to_thread.run_sync(self._make_job_actor, node)
-        if node.node_id not in self._next:
-            self._next[node.node_id] = await anyio.to_thread.run_sync(self._make_job_actor, node)
+        ahead = self._next.setdefault(node.node_id, [])
+        while len(ahead) < JOB_ACTORS_AHEAD:
+            ahead.append(await anyio.to_thread.run_sync(self._make_job_actor, node))
         self._jobs[job.id] = host
         return host
 
@@ -143,8 +150,9 @@ class Hosts:
         """At a graceful stop: kill the lane actors that hold no run (the warm models go with
         them), and the job actors made ahead; those holding a run a drain left behind stay for
         the next start."""
-        for host in self._next.values():
-            await anyio.to_thread.run_sync(_kill, host.actor)
+        for ahead in self._next.values():
+            for host in ahead:
+                await anyio.to_thread.run_sync(_kill, host.actor)
         self._next.clear()
         for host in list(self._lanes.values()):
             with contextlib.suppress(RayError, TimeoutError):
