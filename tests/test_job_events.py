@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from yolo_orch.domain import JobKind, JobState, NewJob, Outcome, Progress
-from yolo_orch.events import JobEvents, PublishingJobStore
+from yolo_orch.events import Change, JobEvents, PublishingJobStore
 from yolo_orch.store.memory import InMemoryJobStore
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
@@ -24,14 +24,20 @@ async def queued(store: PublishingJobStore) -> str:
     return job.id
 
 
-async def test_a_waiter_hears_of_the_finish_with_the_finished_job() -> None:
+async def waiting_on_a_running_job() -> tuple[
+    PublishingJobStore, JobEvents, str, asyncio.Task[Change | None]
+]:
     store, events = publishing()
     job_id = await queued(store)
     await store.claim(job_id, ("sim:0",), T0)
-    seen = events.version(job_id)
+    waiting = asyncio.create_task(events.next_change(job_id, events.version(job_id), 5))
+    await asyncio.sleep(0)  # it waits
+    return store, events, job_id, waiting
 
-    waiting = asyncio.create_task(events.next_change(job_id, seen, 5))
-    await asyncio.sleep(0)
+
+async def test_a_waiter_hears_of_the_finish_with_the_finished_job() -> None:
+    store, events, job_id, waiting = await waiting_on_a_running_job()
+
     finished = await store.finish(job_id, Outcome(JobState.SUCCEEDED, result={"n": 1}), T0)
     change = await waiting
 
@@ -41,13 +47,8 @@ async def test_a_waiter_hears_of_the_finish_with_the_finished_job() -> None:
 
 
 async def test_a_progress_write_says_only_the_progress_changed() -> None:
-    store, events = publishing()
-    job_id = await queued(store)
-    await store.claim(job_id, ("sim:0",), T0)
-    seen = events.version(job_id)
+    store, _, job_id, waiting = await waiting_on_a_running_job()
 
-    waiting = asyncio.create_task(events.next_change(job_id, seen, 5))
-    await asyncio.sleep(0)
     await store.set_progress(job_id, Progress(1, 2, "images"))
     change = await waiting
 
