@@ -74,3 +74,20 @@ async def wait_terminal(
             if body["state"] in TERMINAL:
                 return body
             await asyncio.sleep(0.02)
+
+
+def shots_job(imgsz: int, **params: Any) -> dict[str, Any]:
+    """An inference job of model `tiny` on `shots/*.jpg` (the real-runtime fixtures' names)."""
+    return {
+        "kind": "inference",
+        "model": "tiny",
+        "inputs": ["shots/*.jpg"],
+        "params": {"imgsz": imgsz, **params},
+    }
+
+
+async def infer_shots(client: httpx.AsyncClient, imgsz: int, **params: Any) -> dict[str, Any]:
+    """`shots_job`, submitted and waited for."""
+    response = await client.post("/v1/jobs", json=shots_job(imgsz, **params))
+    assert response.status_code == 202, response.text
+    return await wait_terminal(client, response.json()["id"], deadline_s=120)

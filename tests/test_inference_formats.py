@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import wait_terminal
+from tests.conftest import infer_shots, shots_job
 from tests.test_api import assert_problem
 from tests.test_api_export import IMGSZ, Host, host
 
@@ -16,15 +16,7 @@ Detection = tuple[float, float, float, float, float]
 
 
 async def infer(host: Host, **params: Any) -> dict[str, Any]:
-    job = {
-        "kind": "inference",
-        "model": "tiny",
-        "inputs": ["shots/*.jpg"],
-        "params": {"imgsz": IMGSZ, **params},
-    }
-    response = await host.client.post("/v1/jobs", json=job)
-    assert response.status_code == 202, response.text
-    return await wait_terminal(host.client, response.json()["id"], deadline_s=120)
+    return await infer_shots(host.client, **{"imgsz": IMGSZ, **params})
 
 
 async def detections(host: Host, job: dict[str, Any]) -> list[list[Detection]]:
@@ -124,15 +116,7 @@ async def test_a_tampered_openvino_file_fails_the_job_and_the_next_auto_job_runs
     assert by_id[openvino]["usable"] is False
     assert by_id[onnx]["usable"] is True
     assert (after["result"]["format"], after["result"]["variant_id"]) == ("onnx", onnx)
-    named = await host.client.post(
-        "/v1/jobs",
-        json={
-            "kind": "inference",
-            "model": "tiny",
-            "inputs": ["shots/*.jpg"],
-            "params": {"format": "openvino", "imgsz": IMGSZ},
-        },
-    )
+    named = await host.client.post("/v1/jobs", json=shots_job(IMGSZ, format="openvino"))
     assert_problem(named, 422, "format_not_available")
 
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.conftest import serve, wait_terminal
+from tests.conftest import infer_shots, serve, shots_job
 from tests.on_ray.test_ray_real import IMGSZ, cpu_cluster, cpu_host_settings
 from tests.yolo_fixtures import CLASS_NAMES, build_checkpoint, ensure_ultralytics, make_images
 from yolo_orch.app import create_app
@@ -55,15 +55,7 @@ class Host:
         return body
 
     async def infer(self, **params: Any) -> dict[str, Any]:
-        body = {
-            "kind": "inference",
-            "model": "tiny",
-            "inputs": ["shots/*.jpg"],
-            "params": {"imgsz": IMGSZ, **params},
-        }
-        response = await self.client.post("/v1/jobs", json=body)
-        assert response.status_code == 202, response.text
-        return await wait_terminal(self.client, response.json()["id"], deadline_s=120)
+        return await infer_shots(self.client, **{"imgsz": IMGSZ, **params})
 
     async def nodes(self) -> dict[str, list[dict[str, Any]]]:
         """By node name: the variants it keeps."""
@@ -156,15 +148,7 @@ async def test_a_tampered_variant_fails_model_tampered_and_only_the_variant_is_r
     assert [v["usable"] for v in model["variants"]] == [False]
     assert model["usable"] is True
 
-    refused = await host.client.post(
-        "/v1/jobs",
-        json={
-            "kind": "inference",
-            "model": "tiny",
-            "inputs": ["shots/*.jpg"],
-            "params": {"imgsz": IMGSZ, "format": "onnx"},
-        },
-    )
+    refused = await host.client.post("/v1/jobs", json=shots_job(IMGSZ, format="onnx"))
     assert refused.status_code == 422, refused.text
     assert refused.json()["code"] == "format_not_available"
     after = await host.infer()  # auto: the .pt, still usable
