@@ -1,11 +1,13 @@
 """`RunHost`, the body of the Ray lane and job actors, as plain Python (no Ray started): each run's
 events kept whole and in order from any index, a run asked for again not started twice, its
-runtime kept warm between jobs, a job actor made before its job seeing that job's GPUs, and a
+runtime kept warm between jobs, a job actor made before its job seeing that job's GPUs (and
+taking later jobs on those lanes only), and a
 fatal CUDA error that does not end the actor's process before the server has the ending."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -168,6 +170,22 @@ def test_a_job_actor_made_ahead_sees_its_jobs_gpus_and_says_which_runs_it_holds(
     host.events(task(tmp_path, "j1"), "j1", 1, 0, 0)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"  # the lane node/cuda:0
     assert host.runs() == [("j1", 1)]
+
+
+def test_a_job_actor_takes_later_jobs_on_its_first_jobs_lanes_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # restored after the test
+    host = RunHost("node-id", one_job=True)
+    for job_id in ("j1", "j2"):  # the same lane: both run here
+        host.events(task(tmp_path, job_id), job_id, 1, 0, 0)
+        assert isinstance(drain(host, job_id)[-1], Finished)
+        host.release(job_id)
+    elsewhere = replace(task(tmp_path, "j3"), lanes=("node/cuda:1",))
+    with pytest.raises(ValueError, match="cuda:1"):  # its process cannot see that GPU
+        host.events(elsewhere, "j3", 1, 0, 0)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    assert host.runs() == []
 
 
 def test_an_actor_sees_only_its_lanes_gpus() -> None:

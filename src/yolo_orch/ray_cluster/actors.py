@@ -5,18 +5,20 @@ went on without it from any event on.
 - A lane actor (`lane:<lane id>`) per lane, made on the lane's first inference job and kept
   while its node is there: it keeps its lane's runtime, and so the runner's warm models,
   between the jobs it runs.
-- A job actor (`host:<random id>`) per job of any other kind, killed once its outcome is
-  committed. Each is made ahead: a node keeps `hosts.JOB_ACTORS_AHEAD` started and makes
-  another when one is taken, since a new actor's process took 0.6-1 s to answer its first call
-  on a small node (even an empty actor), longer than a short job. A server that comes back finds
-  which runs each holds by asking it (`runs`).
+- A job actor (`host:<random id>`) for a job of any other kind, one job at a time. Each is made
+  ahead: a node keeps `hosts.JOB_ACTORS_AHEAD` started and makes another when one is taken,
+  since a new actor's process took 0.6-1 s to answer its first call on a small node (even an
+  empty actor), longer than a short job. Once its job's outcome is committed it is kept for the
+  next job on the same lanes (`hosts.JOB_ACTORS_KEPT` per node), or killed. A server that comes
+  back finds which runs each holds by asking it (`runs`).
 
 Both are `RunHost`s, pinned to their node, and neither takes a CPU or a GPU in Ray's
 accounting: the server's dispatcher admits every job (at most `slots_per_lane` on a lane, and a
 job's `gpus` lanes all on one node), and a job actor made ahead cannot know how many GPUs its job
 will take. Which GPUs an actor sees is set by the actor itself, `CUDA_VISIBLE_DEVICES` from its
 lanes (`visible_devices`), before anything in its process starts CUDA: a lane actor's when it
-starts, a job actor's when its run starts. Ray 2.60 leaves that variable alone for an actor with
+starts, a job actor's when its first run starts (which fixes them: it takes later jobs on those
+lanes only). Ray 2.60 leaves that variable alone for an actor with
 no GPUs, so both then see exactly their lanes' devices as `cuda:0..k-1`. (Not through a runtime
 env: that would start a fresh worker process for each actor rather than take an idle one.)
 """
@@ -83,10 +85,12 @@ class RunHost:
     ) -> None:
         """`cuda_devices`: this process's `CUDA_VISIBLE_DEVICES`, set before anything starts
         CUDA here (an actor has a process of its own). `one_job`: a job actor, whose devices
-        are its job's lanes, set when its run starts."""
+        are its first job's lanes, set when that run starts."""
         if cuda_devices is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_devices
         self._devices_from_job = one_job
+        self._job_lanes: tuple[str, ...] | None = None
+        """A job actor's lanes, once its first run set its devices."""
         self._node_id = node_id
         self._runs: dict[str, _Run] = {}
         self._stop_on_arrival: set[str] = set()
@@ -166,10 +170,12 @@ class RunHost:
                 return run  # asked again (a server re-attaching): it does not start again
             if run is not None:  # an earlier attempt's run, left behind
                 run.cancel.set()
-            if self._devices_from_job:
-                self._devices_from_job = False
+            if self._devices_from_job and self._job_lanes is None:
+                self._job_lanes = task.lanes
                 if (devices := visible_devices(task.lanes)) is not None:
                     os.environ["CUDA_VISIBLE_DEVICES"] = devices
+            elif self._devices_from_job and task.lanes != self._job_lanes:
+                raise ValueError(f"this actor sees lanes {self._job_lanes}, not {task.lanes}")
             run = self._runs[job.id] = _Run(job.attempt)
             if job.id in self._stop_on_arrival:
                 self._stop_on_arrival.discard(job.id)
