@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_orch.jobfiles import JobFiles, write_atomic
+from yolo_orch.jobfiles import JobFiles, open_to_append, write_atomic
 
 
 def _record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
@@ -63,3 +63,12 @@ def test_write_atomic_still_fsyncs_the_file_and_its_folder(
 
     assert target.read_bytes() == b"{}"
     assert synced == [_identity(target), _identity(target.parent)]
+
+
+def test_appending_makes_a_missing_folder_and_keeps_what_a_file_held(tmp_path: Path) -> None:
+    log = tmp_path / "jobs" / "j1" / "job.log"
+    with open_to_append(log) as file:  # neither the folder nor its parent is there
+        file.write("one\n")
+    with open_to_append(log) as file:
+        file.write("two\n")
+    assert log.read_text() == "one\ntwo\n"

@@ -6,6 +6,7 @@ too, on a Ray cluster's nodes; the dispatcher, the API and the store do not chan
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -79,7 +80,8 @@ class ThreadExecutor:
 def _in_workdirs(work: Callable[[_A], _R], ctxs: Sequence[RunContext], arg: _A) -> _R:
     """In the worker thread: the jobs' folders, then the work (one thread hop for both)."""
     for ctx in ctxs:
-        ctx.workdir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # a folder made already needs no stat
+            ctx.workdir.mkdir(parents=True)
     return work(arg)
 
 

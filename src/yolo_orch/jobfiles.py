@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from yolo_orch import resultfile
 
@@ -21,8 +21,8 @@ RESULT_FILE = "result.json"
 RESULT_INDEX = "result.index"
 JOB_LOG = "job.log"
 METRICS_FILE = "metrics.json"
-ABANDONED_FILE = ".abandoned-at-drain.json"
 """A training job's per-epoch losses and validation scores, rewritten after each epoch."""
+ABANDONED_FILE = ".abandoned-at-drain.json"
 ARTIFACTS_DIR = "artifacts"
 FRAMES_SUFFIX = ".frames.jsonl"
 """A video input's per-frame results, `{entry:05d}_{stem}.frames.jsonl`, in its artifacts."""
@@ -197,6 +197,16 @@ def remove_counting(path: Path) -> int:
             freed += info.st_size if stat.S_ISREG(info.st_mode) else 0
             path.unlink()
     return freed
+
+
+def open_to_append(path: Path) -> TextIO:
+    """`path` opened to append text, its folder made only if it is not there: one open for a
+    job whose folder is there already, rather than a mkdir, a stat and an open."""
+    try:
+        return path.open("a", encoding="utf-8")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("a", encoding="utf-8")
 
 
 def write_atomic(path: Path, data: bytes) -> None:

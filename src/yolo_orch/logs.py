@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from yolo_orch.jobfiles import JOB_LOG
+from yolo_orch.jobfiles import JOB_LOG, open_to_append
 
 current_job: ContextVar[str | None] = ContextVar("current_job", default=None)
 
@@ -124,9 +124,7 @@ class JobLogHandler(logging.Handler):
     def _file(self, job_id: str) -> TextIO:
         file = self._files.get(job_id)
         if file is None:
-            folder = self._jobs_dir / job_id
-            folder.mkdir(parents=True, exist_ok=True)
-            file = self._files[job_id] = (folder / JOB_LOG).open("a", encoding="utf-8")
+            file = self._files[job_id] = open_to_append(self._jobs_dir / job_id / JOB_LOG)
             file.writelines(self._held.pop(job_id, ()))
             if len(self._files) > self.OPEN_FILES:
                 self._files.popitem(last=False)[1].close()

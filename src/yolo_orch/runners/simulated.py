@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from yolo_orch.batching import BatchOutcome, BatchRecord
 from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
 from yolo_orch.errors import JobCancelled
-from yolo_orch.jobfiles import METRICS_FILE, write_atomic
+from yolo_orch.jobfiles import METRICS_FILE, open_to_append, write_atomic
 from yolo_orch.runners.base import RunContext, Runner
 
 CRASH_EXIT_CODE = 70
@@ -133,14 +133,12 @@ class SimulatedRunner:
         with self._lock:
             self._batches.append(BatchRecord(ids, images, ran))
         for ctx in ctxs:
-            ctx.workdir.mkdir(parents=True, exist_ok=True)
-            with (ctx.workdir / BATCH_LOG).open("a") as log:
+            with open_to_append(ctx.workdir / BATCH_LOG) as log:
                 log.write(f"attempt {ctx.job.attempt} {'ran' if ran else 'oom'}: {' '.join(ids)}\n")
 
     def _result(self, ctx: RunContext) -> JobResult:
         params = ctx.job.params
-        ctx.workdir.mkdir(parents=True, exist_ok=True)
-        with (ctx.workdir / RUN_LOG).open("a") as log:
+        with open_to_append(ctx.workdir / RUN_LOG) as log:
             log.write(f"attempt {ctx.job.attempt} succeeded\n")
         if ctx.job.kind is JobKind.TRAINING:
             return _training_result(ctx.job.id, int(params.get("sim_steps", 5)))
