@@ -65,6 +65,18 @@ def test_write_atomic_still_fsyncs_the_file_and_its_folder(
     assert synced == [_identity(target), _identity(target.parent)]
 
 
+def test_a_write_that_need_not_be_durable_replaces_the_file_whole_without_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced = _record_fsyncs(monkeypatch)
+    target = tmp_path / "job" / "metrics.json"
+    write_atomic(target, b"[1]", durable=False)
+    write_atomic(target, b"[1, 2]", durable=False)
+    assert target.read_bytes() == b"[1, 2]"
+    assert [p.name for p in target.parent.iterdir()] == ["metrics.json"]  # no temporary left
+    assert synced == []
+
+
 def test_appending_makes_a_missing_folder_and_keeps_what_a_file_held(tmp_path: Path) -> None:
     log = tmp_path / "jobs" / "j1" / "job.log"
     with open_to_append(log) as file:  # neither the folder nor its parent is there

@@ -209,28 +209,33 @@ def open_to_append(path: Path) -> TextIO:
         return path.open("a", encoding="utf-8")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write to a temporary name in the same folder, fsync, rename: readers see the old file or
-    the whole new one, never a torn one, also after a crash."""
-    with _atomic_file(path) as file:
+    the whole new one, never a torn one, also after a crash. `durable=False` leaves out the
+    fsyncs, for a file rewritten often that only a power cut may cost, not a process that dies
+    (the page cache keeps it): a training's per-epoch metrics, no safer then than the `last.pt`
+    ultralytics writes beside them, and whole in the job's result once it ends."""
+    with _atomic_file(path, durable=durable) as file:
         file.write(data)
 
 
 @contextmanager
-def _atomic_file(path: Path) -> Iterator[BinaryIO]:
-    """A file to write that replaces `path` (fsynced, renamed) once the block ends without
-    an exception; on an exception nothing of it is left."""
+def _atomic_file(path: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
+    """A file to write that replaces `path` (fsynced unless not `durable`, renamed) once the
+    block ends without an exception; on an exception nothing of it is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as file:
             yield file
-            _sync_file(file)
+            if durable:
+                _sync_file(file)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _sync_dir(path.parent)
+    if durable:
+        _sync_dir(path.parent)
 
 
 def _sync_file(file: BinaryIO) -> None:

@@ -105,7 +105,7 @@ class SimulatedRunner:
                 if outcomes[index] is None and step <= steps[index]:
                     if ctx.job.kind is JobKind.TRAINING:  # a step is an epoch: its metrics
                         history = json.dumps(_history(steps[index])[:step]).encode()
-                        write_atomic(ctx.workdir / METRICS_FILE, history)
+                        write_atomic(ctx.workdir / METRICS_FILE, history, durable=False)
                     ctx.report_progress(Progress(step, steps[index], "steps"))
             if step * 2 >= max(steps):
                 if "oom" in failures or (limits and images > min(limits)):

@@ -262,7 +262,7 @@ class _Tracker:
             **scores(metrics),
         }
         self.history.append(entry)
-        write_atomic(self._path, json.dumps(self.history, indent=1).encode())
+        write_atomic(self._path, json.dumps(self.history, indent=1).encode(), durable=False)
 
 
 def _entry_scores(entry: JsonObject) -> JsonObject:
