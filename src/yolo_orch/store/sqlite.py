@@ -2,9 +2,8 @@
 every acknowledged write fsynced). Its ops use few statements (each costs SQLAlchemy's Python
 work on a thread that shares the GIL with the event loop): `create` is one `INSERT ... SELECT
 ... WHERE <room in the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING *`, and reads why only on the rare refusal; the dispatcher's writes are single
-`UPDATE ... RETURNING`s built once (and, for a small result, its `INSERT` in the same
-transaction)."""
+RETURNING *`, and reads why only on the rare refusal; the dispatcher's writes
+(`sqlite_runs.py`) are single `UPDATE ... RETURNING`s built once."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
     ColumnElement,
     Insert,
     Integer,
@@ -26,11 +24,9 @@ from sqlalchemy import (
     select,
     text,
     union_all,
-    update,
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.dml import Update
 
 from yolo_orch.domain import (
     Job,
@@ -42,17 +38,23 @@ from yolo_orch.domain import (
     Page,
     Progress,
     QueueOrder,
-    after_interruption,
 )
 from yolo_orch.errors import (
     IdempotencyKeyReused,
     JobActive,
     JobAlreadyFinished,
-    JobNotFound,
     ModelNotFound,
     QueueFull,
 )
+from yolo_orch.store import sqlite_runs
 from yolo_orch.store.base import JobStore
+from yolo_orch.store.job_rows import (
+    QUEUED,
+    TERMINAL_STATES,
+    get_job,
+    state_of,
+    update_job,
+)
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.tables import (
     JOB_COUNTS,
@@ -61,7 +63,6 @@ from yolo_orch.store.tables import (
     MODELS,
     NEW_JOB_COLUMNS,
     UTCDateTime,
-    error_values,
     job_from_row,
     new_job_values,
 )
@@ -82,7 +83,7 @@ class SQLiteJobStore(JobStore):
         )
 
     async def get(self, job_id: str) -> Job:
-        return await self._db.read(functools.partial(_get, job_id))
+        return await self._db.read(functools.partial(get_job, job_id))
 
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
         # One row more than asked says whether another page exists.
@@ -95,7 +96,7 @@ class SQLiteJobStore(JobStore):
     async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
         if order is None or order.aging_per_minute == 0:
             # Served in order by the index (state, priority DESC, seq): no sort.
-            stmt = select(JOBS).where(_QUEUED).order_by(JOBS.c.priority.desc(), JOBS.c.seq)
+            stmt = select(JOBS).where(QUEUED).order_by(JOBS.c.priority.desc(), JOBS.c.seq)
             if order is not None and order.max_gpus is not None:
                 stmt = stmt.where(JOBS.c.gpus <= order.max_gpus)
             return await self._db.read(functools.partial(_jobs, stmt.limit(limit)))
@@ -115,21 +116,21 @@ class SQLiteJobStore(JobStore):
 
     async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
         return await self._db.write(
-            functools.partial(_claim, job_id, devices, now),
+            functools.partial(sqlite_runs.claim, job_id, devices, now),
             fails_clean=True,
             answer_before_fsync=True,  # no client is told; the run starts without waiting
         )
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         await self._db.write(
-            functools.partial(_set_progress, job_id, progress),
+            functools.partial(sqlite_runs.set_progress, job_id, progress),
             fails_clean=True,
             answer_before_fsync=True,
         )
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         return await self._db.write(
-            functools.partial(_finish, job_id, outcome, now), fails_clean=True
+            functools.partial(sqlite_runs.finish, job_id, outcome, now), fails_clean=True
         )
 
     async def kept_result(self, job_id: str) -> bytes | None:
@@ -146,10 +147,10 @@ class SQLiteJobStore(JobStore):
         drained: frozenset[str] = frozenset(),
         spared: frozenset[str] = frozenset(),
     ) -> list[Job]:
-        return await self._db.write(functools.partial(_recover, now, drained, spared))
+        return await self._db.write(functools.partial(sqlite_runs.recover, now, drained, spared))
 
     async def requeue(self, job_id: str, now: datetime) -> Job:
-        return await self._db.write(functools.partial(_requeue, job_id, now))
+        return await self._db.write(functools.partial(sqlite_runs.requeue, job_id, now))
 
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         stmt = select(JOBS.c.started_at, JOBS.c.finished_at).where(
@@ -181,20 +182,10 @@ class SQLiteJobStore(JobStore):
 # The ops: each runs on a read connection or on the write connection, inside a transaction.
 
 
-def _get(job_id: str, conn: Connection) -> Job:
-    row = conn.execute(select(JOBS).where(JOBS.c.id == job_id)).mappings().first()
-    if row is None:
-        raise JobNotFound(job_id)
-    return job_from_row(row)
-
-
 def _jobs(stmt: Select[Any], conn: Connection) -> list[Job]:
     return [job_from_row(row) for row in conn.execute(stmt).mappings()]
 
 
-_QUEUED = JOBS.c.state == str(JobState.QUEUED)
-_RUNNING = JOBS.c.state == str(JobState.RUNNING)
-_TERMINAL = [str(state) for state in JobState if state.is_terminal]
 _COUNT_QUEUED = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
     JOB_COUNTS.c.state == str(JobState.QUEUED)
 )
@@ -272,98 +263,14 @@ def _create(new: NewJob, max_queued: int, now: datetime, conn: Connection) -> tu
     raise QueueFull(max_queued)
 
 
-def _update_job(conn: Connection, job_id: str, *where: Any, **values: Any) -> Job | None:
-    stmt = update(JOBS).where(JOBS.c.id == job_id, *where).values(**values).returning(*JOBS.c)
-    row = conn.execute(stmt).mappings().first()
-    return job_from_row(row) if row is not None else None
-
-
-def _state_of(conn: Connection, job_id: str) -> JobState:
-    state = conn.execute(select(JOBS.c.state).where(JOBS.c.id == job_id)).scalar()
-    if state is None:
-        raise JobNotFound(job_id)
-    return JobState(state)
-
-
-def _dispatcher_update(*where: Any, **values: Any) -> Update:
-    """An `UPDATE` of one job (bound as `job_id`), to be built once: building and
-    caching a statement per call cost SQLAlchemy about twice what executing it does, on the
-    writer's thread, for writes made once or twice per job run."""
-    return update(JOBS).where(JOBS.c.id == bindparam("job_id"), *where).values(**values)
-
-
-_CLAIM = _dispatcher_update(
-    _QUEUED,
-    state=str(JobState.RUNNING),
-    devices=bindparam("claimed_devices"),
-    attempt=JOBS.c.attempt + 1,
-    started_at=bindparam("claimed_at"),
-    progress=None,
-).returning(*JOBS.c)
-_SET_PROGRESS = _dispatcher_update(
-    JOBS.c.state == str(JobState.RUNNING), progress=bindparam("new_progress")
-).returning(JOBS.c.seq)
-_FINISH_VALUES: dict[str, BindParameter[Any]] = {
-    column: bindparam(f"outcome_{column}")
-    for column in ("state", *error_values(None), "result", "finished_at")
-}
-_ACTIVE = JOBS.c.state.not_in(_TERMINAL)
-_FINISH = _dispatcher_update(_ACTIVE, **_FINISH_VALUES).returning(*JOBS.c)
-_FINISH_WITH_PROGRESS = _dispatcher_update(
-    _ACTIVE, **_FINISH_VALUES, progress=bindparam("outcome_progress")
-).returning(*JOBS.c)
-
-
-def _claim(job_id: str, devices: tuple[str, ...], now: datetime, conn: Connection) -> Job | None:
-    params = {"job_id": job_id, "claimed_devices": list(devices), "claimed_at": now}
-    row = conn.execute(_CLAIM, params).mappings().first()
-    if row is None:
-        _state_of(conn, job_id)  # raises JobNotFound for an unknown id
-        return None
-    return job_from_row(row)
-
-
-def _set_progress(job_id: str, progress: Progress, conn: Connection) -> None:
-    params = {"job_id": job_id, "new_progress": progress.as_dict()}
-    if conn.execute(_SET_PROGRESS, params).first() is None:
-        _state_of(conn, job_id)  # raises JobNotFound for an unknown id
-
-
-def _finish(job_id: str, outcome: Outcome, now: datetime, conn: Connection) -> Job:
-    values = {
-        "state": str(outcome.state),
-        **error_values(outcome.error),
-        "result": outcome.result,
-        "finished_at": now,
-    }
-    params: dict[str, Any] = {f"outcome_{column}": value for column, value in values.items()}
-    params["job_id"] = job_id
-    stmt = _FINISH
-    if outcome.progress is not None:
-        stmt = _FINISH_WITH_PROGRESS
-        params["outcome_progress"] = outcome.progress.as_dict()
-    row = conn.execute(stmt, params).mappings().first()
-    if row is None:
-        raise JobAlreadyFinished(job_id, _state_of(conn, job_id))
-    if outcome.kept_result is not None:
-        conn.execute(_INSERT_RESULT, {"job_id": job_id, "body": outcome.kept_result})
-    return job_from_row(row)
-
-
-_NEW_RESULT = sqlite_insert(JOB_RESULTS)
-_INSERT_RESULT = _NEW_RESULT.on_conflict_do_update(
-    index_elements=[JOB_RESULTS.c.job_id], set_={"body": _NEW_RESULT.excluded.body}
-)
-
-
 def _cancel(job_id: str, now: datetime, conn: Connection) -> Job:
-    state = _state_of(conn, job_id)
+    state = state_of(conn, job_id)
     if state.is_terminal:
         raise JobAlreadyFinished(job_id, state)
     values: dict[str, Any] = {"cancel_requested": True}
     if state is JobState.QUEUED:
         values.update(state=str(JobState.CANCELLED), finished_at=now)
-    job = _update_job(conn, job_id, **values)
+    job = update_job(conn, job_id, **values)
     assert job is not None  # the write lock is held: it cannot have gone
     return job
 
@@ -403,7 +310,7 @@ _AGED_HEADS = text(
 
 
 def _delete(job_id: str, conn: Connection) -> Job:
-    state = _state_of(conn, job_id)
+    state = state_of(conn, job_id)
     if not state.is_terminal:
         raise JobActive(job_id, state)
     row = conn.execute(delete(JOBS).where(JOBS.c.id == job_id).returning(*JOBS.c)).mappings().one()
@@ -411,7 +318,7 @@ def _delete(job_id: str, conn: Connection) -> Job:
 
 
 _COUNT_TERMINAL = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
-    JOB_COUNTS.c.state.in_(_TERMINAL)
+    JOB_COUNTS.c.state.in_(TERMINAL_STATES)
 )
 
 
@@ -424,7 +331,7 @@ def _expire(
     excess = 0 if keep is None else max(0, conn.execute(_COUNT_TERMINAL).scalar_one() - keep)
     oldest = conn.execute(
         select(JOBS.c.seq, JOBS.c.finished_at)
-        .where(JOBS.c.finished_at.is_not(None), JOBS.c.state.in_(_TERMINAL))
+        .where(JOBS.c.finished_at.is_not(None), JOBS.c.state.in_(TERMINAL_STATES))
         .order_by(JOBS.c.finished_at, JOBS.c.seq)
         .limit(limit)
     ).all()
@@ -438,42 +345,3 @@ def _expire(
     rows = conn.execute(delete(JOBS).where(JOBS.c.seq.in_(due)).returning(*JOBS.c)).mappings()
     by_seq = {job.seq: job for job in map(job_from_row, rows)}
     return [by_seq[seq] for seq in due]
-
-
-def _recover(
-    now: datetime, drained: frozenset[str], spared: frozenset[str], conn: Connection
-) -> list[Job]:
-    # Sorted here, not by SQL: with `ORDER BY seq`, SQLite may walk every job in seq order
-    # rather than seek the few running ones (it does once `ANALYZE` has seen a long history).
-    running = [job_from_row(row) for row in conn.execute(select(JOBS).where(_RUNNING)).mappings()]
-    changed = []
-    for job in sorted(running, key=lambda job: job.seq):
-        if job.id in spared:
-            continue
-        updated = _update_job(conn, job.id, **_interrupted(job, now, drained=job.id in drained))
-        assert updated is not None
-        changed.append(updated)
-    return changed
-
-
-def _requeue(job_id: str, now: datetime, conn: Connection) -> Job:
-    job = _get(job_id, conn)
-    if job.state.is_terminal:
-        raise JobAlreadyFinished(job_id, job.state)
-    updated = _update_job(conn, job_id, _RUNNING, **_interrupted(job, now, drained=False))
-    if updated is None:  # queued again already (a cancel cannot make it so: it is running)
-        return job
-    return updated
-
-
-def _interrupted(job: Job, now: datetime, *, drained: bool) -> dict[str, Any]:
-    """The columns of a RUNNING job whose run ended without an outcome."""
-    state, error = after_interruption(job, drained=drained)
-    values: dict[str, Any] = {"state": str(state)}
-    if state is JobState.QUEUED:
-        values.update(devices=[], progress=None, started_at=None)
-        if drained:
-            values.update(attempt=job.attempt - 1)
-    else:
-        values.update(error_values(error), finished_at=now)
-    return values
