@@ -1,6 +1,6 @@
-"""The client commands of `yolo-orch`: submit, status, wait, cancel, delete, list, result, models,
-devices (and `validate`, in `client.validate`). Each talks to a running server over HTTP
-(`--url`, `--token`)."""
+"""The client commands of `yolo-orch`: submit, status, wait, cancel, delete, list, result, devices
+(and `validate` and `models`, in `client.validate` and `client.models`). Each talks to a running
+server over HTTP (`--url`, `--token`)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,9 @@ def register(app: typer.Typer) -> None:
         ("result", result),
     ):
         app.command(name, rich_help_panel="Jobs")(command)
-    from yolo_orch.client.validate import validate  # it builds on this module's options
+    # They build on this module's options and helpers.
+    from yolo_orch.client.models import models_app
+    from yolo_orch.client.validate import validate
 
     app.command("validate", rich_help_panel="Jobs")(validate)
     app.add_typer(models_app, name="models", rich_help_panel="Host")
@@ -166,7 +168,7 @@ def submit(
     # A quick job comes back finished in the submission's own answer; a longer one is then
     # followed live, with its progress bar.
     wait_s = SUBMIT_WAIT_S if wait_ else None
-    with _api(url, token) as api:
+    with connect(url, token) as api:
         if training:
             body: Json = {"kind": "training", "model": model, "gpus": gpus or 1}
             if dataset is not None:
@@ -181,16 +183,16 @@ def submit(
             job = api.submit(
                 body | {"params": job_params, "priority": priority}, idempotency_key, wait_s
             )
-        _submitted(api, job, wait_=wait_, quiet=quiet, as_json=as_json)
+        submitted(api, job, wait_=wait_, quiet=quiet, as_json=as_json)
 
 
 def status(
     job_id: JobId, as_json: AsJson = False, url: Url = DEFAULT_URL, token: Token = None
 ) -> None:
     """Show a job: state, progress, error. Exits 1 if it failed, 2 if it was cancelled."""
-    with _api(url, token) as api:
+    with connect(url, token) as api:
         job = api.job(job_id)
-    _print(job, as_json, render.job_details(job))
+    show(job, as_json, render.job_details(job))
     raise typer.Exit(ExitCode.for_state(job["state"]))
 
 
@@ -207,7 +209,7 @@ def wait(
 
     Exits 0 if it succeeded, 1 if it failed, 2 if it was cancelled.
     """
-    with _api(url, token) as api:
+    with connect(url, token) as api:
         raise typer.Exit(_follow(api, job_id, as_json=as_json, quiet=quiet))
 
 
@@ -215,19 +217,19 @@ def cancel(
     job_id: JobId, as_json: AsJson = False, url: Url = DEFAULT_URL, token: Token = None
 ) -> None:
     """Cancel a job: a queued one at once, a running one at its next safe point."""
-    with _api(url, token) as api:
+    with connect(url, token) as api:
         job = api.cancel(job_id)
     if job["state"] == "cancelled":
         line = f"job {job_id} cancelled"
     else:
         line = f"cancel requested: job {job_id} stops at its next safe point"
-    _print(job, as_json, line)
+    show(job, as_json, line)
 
 
 def delete(job_id: JobId, url: Url = DEFAULT_URL, token: Token = None) -> None:
     """Delete a finished job's record and files (refused while it is queued or running; a
     model it produced stays registered)."""
-    with _api(url, token) as api:
+    with connect(url, token) as api:
         api.delete_job(job_id)
     typer.echo(f"deleted job {job_id}")
 
@@ -259,7 +261,7 @@ def list_jobs(
     state_values = [state.value for state in states or []]
     kind_values = [kind.value for kind in kinds or []]
     jobs: list[Json] = []
-    with _api(url, token) as api:
+    with connect(url, token) as api:
         while True:
             page = api.jobs(state_values, kind_values, limit, cursor)
             jobs += page["jobs"]
@@ -280,77 +282,14 @@ def list_jobs(
 
 def result(job_id: JobId, url: Url = DEFAULT_URL, token: Token = None) -> None:
     """Print the full result of a succeeded job (JSON)."""
-    with _api(url, token) as api:
+    with connect(url, token) as api:
         body = api.result(job_id)
     typer.echo(render.to_json(body))
 
 
-models_app = typer.Typer(help="The weights registry.", no_args_is_help=True)
-
-
-@models_app.command("import")
-def models_import(
-    source: Annotated[
-        str,
-        typer.Argument(
-            metavar="PATH_OR_FILE",
-            help="A local .pt file to upload, or with --server-path a path on the server, "
-            "relative to a model root.",
-            show_default=False,
-        ),
-    ],
-    name: Annotated[
-        str | None, typer.Option(help="Default: the file's stem.", show_default=False)
-    ] = None,
-    server_path: Annotated[
-        bool, typer.Option("--server-path", help="PATH_OR_FILE is a path on the server.")
-    ] = False,
-    as_json: AsJson = False,
-    url: Url = DEFAULT_URL,
-    token: Token = None,
-) -> None:
-    """Import weights: fingerprinted and inspected without running code from them."""
-    local = Path(source)
-    if not server_path and not local.is_file():
-        raise typer.BadParameter(
-            f"{source} is not a local file (add --server-path for a path on the server)",
-            param_hint="PATH_OR_FILE",
-        )
-    with _api(url, token) as api:
-        if server_path:
-            model, created = api.import_model_path(source, name)
-        else:
-            model, created = api.import_model_file(local, name)
-    line = ("imported " if created else "already registered: ") + render.model_line(model)
-    _print(model, as_json, line)
-
-
-@models_app.command("list")
-def models_list(as_json: AsJson = False, url: Url = DEFAULT_URL, token: Token = None) -> None:
-    """List the registered models, newest first."""
-    with _api(url, token) as api:
-        body = api.models()
-    models = body.get("models", [])
-    _print(body, as_json, render.models_table(models) if models else "no models")
-
-
-@models_app.command("delete")
-def models_delete(
-    ref: Annotated[str, typer.Argument(help="The model's id or name.", show_default=False)],
-    cascade: Annotated[bool, typer.Option(help="Delete its exported variants too.")] = False,
-    url: Url = DEFAULT_URL,
-    token: Token = None,
-) -> None:
-    """Delete a model (refused while queued or running jobs use it, or while it has variants
-    unless --cascade)."""
-    with _api(url, token) as api:
-        api.delete_model(ref, cascade=cascade)
-    typer.echo(f"deleted model {ref}")
-
-
 def devices(as_json: AsJson = False, url: Url = DEFAULT_URL, token: Token = None) -> None:
     """Show the lanes (GPUs): their jobs, loaded models and telemetry."""
-    with _api(url, token) as api:
+    with connect(url, token) as api:
         body = api.devices()
     console = _out()
     if as_json:
@@ -425,7 +364,7 @@ def _follow(api: ApiClient, job_id: str, *, as_json: bool, quiet: bool) -> ExitC
 
 
 @contextmanager
-def _api(url: str, token: str | None) -> Iterator[ApiClient]:
+def connect(url: str, token: str | None) -> Iterator[ApiClient]:
     """A client for one command; a failed request ends the command with its exit code."""
     try:
         with ApiClient(url, token) as api:
@@ -435,7 +374,7 @@ def _api(url: str, token: str | None) -> Iterator[ApiClient]:
         raise typer.Exit(exc.exit_code) from None
 
 
-def _print(body: Json, as_json: bool, human: RenderableType) -> None:
+def show(body: Json, as_json: bool, human: RenderableType) -> None:
     """The server's JSON, or the human view of it (a line, a table)."""
     if as_json:
         typer.echo(render.to_json(body))
@@ -455,12 +394,12 @@ def _out() -> Console:
     return console
 
 
-def _submitted(api: ApiClient, job: Json, *, wait_: bool, quiet: bool, as_json: bool) -> None:
+def submitted(api: ApiClient, job: Json, *, wait_: bool, quiet: bool, as_json: bool) -> None:
     """Print a job just submitted; with --wait, its end, then exit with its exit code."""
     if quiet:
         typer.echo(job["id"])
     elif not (as_json and wait_):
-        _print(job, as_json, f"submitted job {job['id']} ({job['state']})")
+        show(job, as_json, f"submitted job {job['id']} ({job['state']})")
     if not wait_:
         return
     if job["state"] in TERMINAL_STATES:  # it ended while the server held the answer
@@ -474,8 +413,3 @@ def _submitted(api: ApiClient, job: Json, *, wait_: bool, quiet: bool, as_json: 
 
 def _err() -> Console:
     return Console(stderr=True, highlight=False)
-
-
-connect = _api
-submitted = _submitted
-"""Shared with the other job verbs (`client.validate`)."""
