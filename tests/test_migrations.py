@@ -19,7 +19,7 @@ from yolo_orch.store.migrate import (
     head_revision,
     upgrade_to_head,
 )
-from yolo_orch.store.sqlite import _list_statement
+from yolo_orch.store.sqlite import _list_query
 from yolo_orch.store.sqlite_db import sync_url
 from yolo_orch.store.tables import JobRow
 
@@ -124,8 +124,8 @@ def test_filtered_pages_seek_the_list_index_and_never_scan_the_jobs(
     engine = create_engine(sync_url(url), poolclass=NullPool)
     try:
         with engine.connect() as conn:
-            stmt = _list_statement(where, 51, before_seq=1000)
-            sql = stmt.compile(conn, compile_kwargs={"literal_binds": True})
+            stmt, params = _list_query(where, 51, before_seq=1000)
+            sql = stmt.params(params).compile(conn, compile_kwargs={"literal_binds": True})
             plan = " | ".join(row[-1] for row in conn.execute(text(f"EXPLAIN QUERY PLAN {sql}")))
     finally:
         engine.dispose()

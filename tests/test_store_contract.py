@@ -690,6 +690,9 @@ async def test_filtered_pages_walk_every_match_newest_first(
 
     assert seen == expected
     assert len(expected) > 3  # more than one page
+    # the same filter with another limit (a statement built once takes each page's own)
+    wider = await store.list_jobs(where, limit=5, before_seq=None)
+    assert [job.id for job in wider.jobs] == expected[:5]
 
 
 async def test_refusals_are_explained_key_first_then_model_then_bound(store: JobStore) -> None:

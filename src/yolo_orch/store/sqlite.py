@@ -87,8 +87,8 @@ class SQLiteJobStore(JobStore):
 
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
         # One row more than asked says whether another page exists.
-        stmt = _list_statement(where, limit + 1, before_seq)
-        jobs = await self._db.read(functools.partial(_jobs, stmt))
+        stmt, params = _list_query(where, limit + 1, before_seq)
+        jobs = await self._db.read(functools.partial(_jobs, stmt, params=params))
         page = jobs[:limit]
         more = len(jobs) > limit
         return Page(jobs=page, next_cursor=page[-1].seq if more and page else None)
@@ -182,8 +182,8 @@ class SQLiteJobStore(JobStore):
 # The ops: each runs on a read connection or on the write connection, inside a transaction.
 
 
-def _jobs(stmt: Select[Any], conn: Connection) -> list[Job]:
-    return [job_from_row(row) for row in conn.execute(stmt).mappings()]
+def _jobs(stmt: Select[Any], conn: Connection, params: dict[str, Any] | None = None) -> list[Job]:
+    return [job_from_row(row) for row in conn.execute(stmt, params).mappings()]
 
 
 _COUNT_QUEUED = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
@@ -192,14 +192,30 @@ _COUNT_QUEUED = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
 """From the counts the triggers keep: one row per kind, however long the queue."""
 
 
-def _list_statement(where: JobFilter, limit: int, before_seq: int | None) -> Select[Any]:
-    """Newest first. With a filter, each (state, kind) pair it allows is read from its own range
-    of the index (state, kind, seq), newest first, `limit` rows at most; the newest `limit` of
-    those are the page. So a page costs a few index seeks and not a sort of every match, which
-    `state IN (...) ORDER BY seq DESC` over a long history would be."""
+def _list_query(
+    where: JobFilter, limit: int, before_seq: int | None
+) -> tuple[Select[Any], dict[str, Any]]:
+    """The statement of a page of `where`, and its parameters."""
+    params = {"page_limit": limit}
+    if before_seq is not None:
+        params["before_seq"] = before_seq
+    return _list_statement(where.states, where.kinds, paged=before_seq is not None), params
+
+
+@functools.lru_cache(maxsize=64)
+def _list_statement(
+    states: tuple[JobState, ...], kinds: tuple[JobKind, ...], *, paged: bool
+) -> Select[Any]:
+    """Newest first, `page_limit` rows after `before_seq` (if `paged`). With a filter, each
+    (state, kind) pair it allows is read from its own range of the index (state, kind, seq),
+    newest first, `page_limit` rows at most; the newest of those are the page. So a page costs
+    a few index seeks and not a sort of every match, which `state IN (...) ORDER BY seq DESC`
+    over a long history would be. Built once for each filter: building its subqueries cost
+    SQLAlchemy 1.4 ms, more than running them."""
+    limit = bindparam("page_limit", type_=Integer)
     stmt = select(JOBS).order_by(JOBS.c.seq.desc()).limit(limit)
-    older = JOBS.c.seq < before_seq if before_seq is not None else None
-    if not where.states and not where.kinds:
+    older = JOBS.c.seq < bindparam("before_seq", type_=Integer) if paged else None
+    if not states and not kinds:
         return stmt if older is None else stmt.where(older)
     pairs = [
         select(JOBS.c.seq)
@@ -208,8 +224,8 @@ def _list_statement(where: JobFilter, limit: int, before_seq: int | None) -> Sel
         .order_by(JOBS.c.seq.desc())
         .limit(limit)
         .subquery()
-        for state in where.states or tuple(JobState)
-        for kind in where.kinds or tuple(JobKind)
+        for state in states or tuple(JobState)
+        for kind in kinds or tuple(JobKind)
     ]
     candidates = union_all(*(select(pair.c.seq) for pair in pairs)).subquery()
     newest = select(candidates.c.seq).order_by(candidates.c.seq.desc()).limit(limit)
