@@ -289,13 +289,11 @@ class JobService:
             if job.state.is_terminal or left <= 0:
                 return job
             change = await self._events.next_change(job_id, version, left)
-            latest = self._events.version(job_id)
-            if change is not None and change.version == latest and change.job is not None:
-                version, job = latest, change.job  # no read: the change came with the job
-            elif change is not None and change.version == latest and change.progress_only:
-                version = latest  # its state is as it was
-            else:  # timed out, or the job changed again meanwhile: as it is now
-                version = latest
+            version = self._events.version(job_id)
+            latest = change if change is not None and change.version == version else None
+            if latest is not None and latest.job is not None:
+                job = latest.job  # no read: the change came with the job
+            elif latest is None or not latest.progress_only:  # timed out, or changed again
                 job = await self._store.get(job_id)
 
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:

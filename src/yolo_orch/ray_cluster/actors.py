@@ -18,9 +18,9 @@ job's `gpus` lanes all on one node), and a job actor made ahead cannot know how 
 will take. Which GPUs an actor sees is set by the actor itself, `CUDA_VISIBLE_DEVICES` from its
 lanes (`visible_devices`), before anything in its process starts CUDA: a lane actor's when it
 starts, a job actor's when its first run starts (which fixes them: it takes later jobs on those
-lanes only). Ray 2.60 leaves that variable alone for an actor with
-no GPUs, so both then see exactly their lanes' devices as `cuda:0..k-1`. (Not through a runtime
-env: that would start a fresh worker process for each actor rather than take an idle one.)
+lanes only). Ray 2.60 leaves that variable alone for an actor with no GPUs, so both then see
+exactly their lanes' devices as `cuda:0..k-1`. (Not through a runtime env: that would start a
+fresh worker process for each actor rather than take an idle one.)
 """
 
 from __future__ import annotations

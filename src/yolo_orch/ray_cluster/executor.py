@@ -1,10 +1,9 @@
 """`RayExecutor`: runs a job on the node its lanes belong to, in a detached actor pinned there
 (`NodeAffinitySchedulingStrategy(soft=False)`, `num_cpus=0`, no restarts): its lane's warm
 actor for inference, a job actor (made ahead of it, or kept from the last job on its lanes) for
-any other kind (`hosts.py`). Ray
-never places, queues or re-runs anything behind the store's back, and a run outlives the server:
-a server that comes back follows it again (`surviving`) and lets it go once its outcome is
-committed (`release`)."""
+any other kind (`hosts.py`). Ray never places, queues or re-runs anything behind the store's
+back, and a run outlives the server: a server that comes back follows it again (`surviving`)
+and lets it go once its outcome is committed (`release`)."""
 
 from __future__ import annotations
 

@@ -70,8 +70,6 @@ class Hosts:
         self._kept: dict[tuple[str, ...], Host] = {}
         """By lanes: a job actor whose job's outcome is in, for the next job on those lanes
         (oldest first)."""
-        self._spent: set[Any] = set()
-        """Job actors killed or dead under their run: not kept once it is released."""
 
     async def host_for(self, job: Job, lanes: tuple[str, ...], node: ClusterNode) -> Host:
         """The actor the job's run lives in: its lane actor (made on the lane's first job), or
@@ -114,24 +112,19 @@ class Hosts:
 
     def forget(self, host: Host) -> None:
         """An actor that died under its run: the lane's next job makes a new one."""
-        if host.lane is None:
-            self._spent.add(host.actor)
-        elif self._lanes.get(host.lane) == host:
+        if host.lane is not None and self._lanes.get(host.lane) == host:
             del self._lanes[host.lane]
 
     async def release(self, job_id: str) -> None:
         """The job's outcome is committed: its run is let go, and its job actor kept for the
-        next job on its lanes (unless it was killed or died, or does not answer)."""
+        next job on its lanes, unless it does not answer (killed, or dead under its run)."""
         host = self._jobs.pop(job_id, None)
         if host is None:
             return
+        released = await _release(host, job_id)
         if host.lane is not None:
-            await _release(host, job_id)
             return
-        spent = host.actor in self._spent
-        self._spent.discard(host.actor)
-        kept = not spent and await _release(host, job_id)
-        for gone in self._keep(host) if kept else [host]:
+        for gone in self._keep(host) if released else [host]:
             await anyio.to_thread.run_sync(_kill, gone.actor)
 
     def _keep(self, host: Host) -> list[Host]:

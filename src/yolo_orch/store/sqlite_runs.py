@@ -40,9 +40,9 @@ _CLAIM = _dispatcher_update(
     started_at=bindparam("claimed_at"),
     progress=None,
 ).returning(*JOBS.c)
-_SET_PROGRESS = _dispatcher_update(
-    JOBS.c.state == str(JobState.RUNNING), progress=bindparam("new_progress")
-).returning(JOBS.c.seq)
+_SET_PROGRESS = _dispatcher_update(RUNNING, progress=bindparam("new_progress")).returning(
+    JOBS.c.seq
+)
 _FINISH_VALUES: dict[str, BindParameter[Any]] = {
     column: bindparam(f"outcome_{column}")
     for column in ("state", *error_values(None), "result", "finished_at")
