@@ -156,3 +156,34 @@ def test_lines_are_written_off_the_logging_thread_and_settle_waits_for_them(
         remove_job_logs(logs)
     assert [line.split(": ", 1)[1] for line in lines] == [f"line {n}" for n in range(50)]
     assert threading.current_thread().name not in writers
+
+
+def test_the_log_thread_writes_a_burst_in_one_batch_and_settle_does_not_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("yolo_orch.logs.BATCH_S", 60.0)  # a batch gathers until settle hurries it
+    logs = install_job_logs(tmp_path)
+    logged = 0
+    seen_at_write: list[int] = []
+    write = logs.writer.emit
+
+    def noting_writer(record: logging.LogRecord) -> None:
+        seen_at_write.append(logged)
+        write(record)
+
+    logs.writer.emit = noting_writer  # type: ignore[method-assign]
+    try:
+        log = logging.getLogger("yolo_orch.x")
+        for n in range(40):
+            log.info("line %d", n, extra={"job_id": f"j{n % 4}"})
+            logged += 1
+        settling = threading.Thread(target=logs.settle)
+        settling.start()
+        settling.join(timeout=10)
+        assert not settling.is_alive()  # hurried: not held for the batch's 60 s
+        written = [(tmp_path / f"j{k}" / "job.log").read_text().splitlines() for k in range(4)]
+    finally:
+        remove_job_logs(logs)
+    assert seen_at_write == [40] * 40  # the thread woke once, for the whole burst
+    assert [len(lines) for lines in written] == [10, 10, 10, 10]
+    assert written[1][-1].endswith("line 37")

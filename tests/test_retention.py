@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
 from tests.test_api import _wait_state, assert_problem
@@ -132,6 +134,20 @@ async def test_orphaned_uploads_and_stale_temporary_files_are_swept_at_start(
     assert kept.is_file()
     assert 'yolo_orch_removed_bytes_total{reason="orphaned"} 1000.0' in metrics
     assert 'yolo_orch_removed_bytes_total{reason="temporary"} 501.0' in metrics
+
+
+async def test_a_line_still_queued_for_a_deleted_job_does_not_make_its_folder_again(
+    settings_factory: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("yolo_orch.logs.BATCH_S", 30.0)  # lines wait in the queue until settled
+    settings = settings_factory(sim_lanes=1)
+    async with serve(create_app(settings)) as client:
+        done, other = await _finished(client), await _finished(client)
+        logging.getLogger("yolo_orch.test").info("late line", extra={"job_id": done})
+
+        assert (await client.delete(f"/v1/jobs/{done}")).status_code == 204
+        assert "succeeded" in (await client.get(f"/v1/jobs/{other}/logs")).text  # settles
+        assert not (settings.jobs_dir / done).exists()
 
 
 async def test_a_known_jobs_folder_is_not_an_orphan(

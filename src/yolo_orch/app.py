@@ -221,6 +221,7 @@ async def _start(
         ),
         limiter=file_limiter,
         on_removed=metrics.removed,
+        settle_logs=job_logs.settle,
     )
     retention_task = asyncio.create_task(
         retention.run(settings.retention_interval_s), name="retention"

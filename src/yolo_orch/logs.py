@@ -15,7 +15,7 @@ import logging.handlers
 import queue
 import threading
 import warnings
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -108,11 +108,15 @@ class JobLogHandler(logging.Handler):
                 if getattr(record, _HELD, False) and job_id not in self._files:
                     self._hold(job_id, line)
                     return
-                file = self._file(job_id)
-                file.write(line)
-                file.flush()
+                self._file(job_id).write(line)
         except Exception:
             self.handleError(record)
+
+    def flush(self) -> None:
+        """Called by `JobLogs`' thread once it has written what it took from the queue."""
+        with self.lock or contextlib.nullcontext():
+            for file in self._files.values():
+                file.flush()
 
     def close(self) -> None:
         with self.lock or contextlib.nullcontext():
@@ -153,23 +157,21 @@ class _JobRecords(logging.handlers.QueueHandler):
 
 
 class JobLogs:
-    """Each job's log file, written by a thread of its own (the standard library's queue
-    listener): a job's first line opens its file, which must not happen on the event loop,
-    where the dispatcher logs a job's start and end. A process killed outright loses the lines
-    still queued (milliseconds' worth), as it would lose those in an unflushed buffer."""
+    """Each job's log file, written by a thread of its own (a standard library queue listener):
+    a job's first line opens its file, which must not happen on the event loop, where the
+    dispatcher logs a job's start and end. A process killed outright loses the lines still
+    queued (`BATCH_S`' worth), as it would lose those in an unflushed buffer."""
 
     def __init__(self, jobs_dir: Path) -> None:
-        self._queue: queue.Queue[logging.LogRecord | None] = queue.Queue()
+        self._queue: queue.SimpleQueue[_Queued] = queue.SimpleQueue()
         self.writer = JobLogHandler(jobs_dir)
         self.records = _JobRecords(self._queue)
         self.records.setLevel(logging.INFO)
-        self._listener = logging.handlers.QueueListener(
-            self._queue, self.writer, respect_handler_level=True
-        )
+        self._listener = _BatchingListener(self._queue, self.writer)
 
     def settle(self) -> None:
         """Blocking: every line logged so far is in its file."""
-        self._queue.join()
+        self._listener.settle()
 
     def start(self) -> None:
         self._listener.start()
@@ -177,6 +179,56 @@ class JobLogs:
     def stop(self) -> None:
         self._listener.stop()  # writes what is queued first
         self.writer.close()
+
+
+BATCH_S = 0.02
+"""How long the job log thread, woken by a line, waits for more before it writes them. A thread
+woken for each line takes the GIL from the event loop and the store's writer twice per job (its
+start and its end); one woken per batch costs a stream of jobs at most 50 wake-ups a second."""
+
+_Queued = logging.LogRecord | threading.Event | None
+"""A record, a `settle` waiting for the records before it, or the listener's stop."""
+
+
+class _BatchingListener(logging.handlers.QueueListener):
+    """A queue listener that takes what was queued in batches, through `dequeue`, its documented
+    extension point, and flushes the job files once per batch rather than once per line."""
+
+    def __init__(self, records: queue.SimpleQueue[_Queued], writer: JobLogHandler) -> None:
+        super().__init__(records, writer, respect_handler_level=True)
+        self._records = records
+        self._writer = writer
+        self._taken: deque[_Queued] = deque()
+        self._hurry = threading.Event()
+        """Set by `settle` and `stop`: the batch being gathered is written at once."""
+
+    def settle(self) -> None:
+        done = threading.Event()
+        self._records.put_nowait(done)
+        self._hurry.set()  # after the put: the batch it ends is sure to hold it
+        done.wait()
+
+    def enqueue_sentinel(self) -> None:
+        super().enqueue_sentinel()
+        self._hurry.set()
+
+    def dequeue(self, block: bool) -> logging.LogRecord:
+        while True:
+            if not self._taken:
+                self._writer.flush()  # every record taken so far was handled
+                self._taken.append(self._records.get(block))
+                self._hurry.wait(BATCH_S)
+                self._hurry.clear()
+                with contextlib.suppress(queue.Empty):
+                    while True:
+                        self._taken.append(self._records.get_nowait())
+            taken = self._taken.popleft()
+            if not isinstance(taken, threading.Event):
+                # A record, or None: the stop, which the listener looks for (typeshed's
+                # signature leaves it out).
+                return cast(logging.LogRecord, taken)
+            self._writer.flush()
+            taken.set()
 
 
 def install_job_logs(jobs_dir: Path) -> JobLogs:

@@ -63,6 +63,7 @@ class Retention:
         *,
         limiter: anyio.CapacityLimiter,
         on_removed: Removed | None = None,
+        settle_logs: Callable[[], None] = lambda: None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._store = store
@@ -71,6 +72,9 @@ class Retention:
         self._rules = rules
         self._limiter = limiter
         self._on_removed = on_removed
+        self._settle_logs = settle_logs
+        """Blocking: the job log lines still queued are written, so none makes a removed
+        folder again."""
         self._clock = clock
 
     async def delete(self, job_id: str) -> Job:
@@ -151,7 +155,12 @@ class Retention:
         if not job_ids:
             return 0
         folders = [self._files.workdir(job_id) for job_id in job_ids]
-        return await anyio.to_thread.run_sync(_remove_all, folders, limiter=self._limiter)
+
+        def remove() -> int:
+            self._settle_logs()
+            return _remove_all(folders)
+
+        return await anyio.to_thread.run_sync(remove, limiter=self._limiter)
 
     def _count(self, reason: str, jobs: int, freed: int) -> None:
         if self._on_removed is not None and (jobs or freed):
