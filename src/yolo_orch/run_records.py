@@ -33,16 +33,20 @@ class ProgressWriter:
 
     def note(self, run: Run, progress: Progress) -> None:
         """On the event loop: `progress` is the run's newest."""
+        loop = asyncio.get_running_loop()
         if progress != run.progress:
-            run.moved = asyncio.get_running_loop().time()
+            run.moved = loop.time()
         run.progress = progress
-        if run.progress_writer is None or run.progress_writer.done():
-            run.progress_writer = asyncio.create_task(self._write(run))
+        if run.progress_writer is None:
+            # A timer, not a task that sleeps: most runs end within the first interval, and
+            # write no progress (their outcome has it).
+            run.progress_writer = loop.call_later(self._interval_s, self._start, run)
+
+    def _start(self, run: Run) -> None:
+        run.progress_writer = asyncio.create_task(self._write(run))
 
     async def _write(self, run: Run) -> None:
         written = None
-        # A run that ends within the first interval writes no progress: its outcome has it.
-        await asyncio.sleep(self._interval_s)
         while run.progress is not None and run.progress != written:
             written = run.progress
             try:
@@ -50,6 +54,7 @@ class ProgressWriter:
             except Exception:  # progress is advisory: the outcome is what must be recorded
                 log.warning("could not record the progress of job %s", run.job_id, exc_info=True)
             await asyncio.sleep(self._interval_s)
+        run.progress_writer = None  # the next report starts the timer again
 
 
 async def record_outcome(store: JobStore, job_id: str, outcome: Outcome) -> None:

@@ -27,7 +27,8 @@ class Run:
     cancel: threading.Event = field(default_factory=threading.Event)
     task: asyncio.Task[None] | None = None
     progress: Progress | None = None
-    progress_writer: asyncio.Task[None] | None = None
+    progress_writer: asyncio.TimerHandle | asyncio.Task[None] | None = None
+    """What writes its progress: the timer before the first write, then the writing task."""
     lanes: tuple[Lane, ...] = ()
     timeout_s: float = 0.0
     started: float = 0.0
