@@ -15,9 +15,9 @@ from sqlalchemy.sql.dml import Update
 from yolo_orch.domain import Job, JobState, Outcome, Progress, after_interruption
 from yolo_orch.errors import JobAlreadyFinished
 from yolo_orch.store.job_rows import (
+    ACTIVE,
     QUEUED,
     RUNNING,
-    TERMINAL_STATES,
     get_job,
     state_of,
     update_job,
@@ -47,10 +47,9 @@ _FINISH_VALUES: dict[str, BindParameter[Any]] = {
     column: bindparam(f"outcome_{column}")
     for column in ("state", *error_values(None), "result", "finished_at")
 }
-_ACTIVE = JOBS.c.state.not_in(TERMINAL_STATES)
-_FINISH = _dispatcher_update(_ACTIVE, **_FINISH_VALUES).returning(*JOBS.c)
+_FINISH = _dispatcher_update(ACTIVE, **_FINISH_VALUES).returning(*JOBS.c)
 _FINISH_WITH_PROGRESS = _dispatcher_update(
-    _ACTIVE, **_FINISH_VALUES, progress=bindparam("outcome_progress")
+    ACTIVE, **_FINISH_VALUES, progress=bindparam("outcome_progress")
 ).returning(*JOBS.c)
 
 
