@@ -104,7 +104,7 @@ class SimulatedRunner:
             for index, ctx in enumerate(ctxs):
                 if outcomes[index] is None and step <= steps[index]:
                     if ctx.job.kind is JobKind.TRAINING:  # a step is an epoch: its metrics
-                        history = json.dumps(_history(steps[index])[:step]).encode()
+                        history = json.dumps(_history(step)).encode()
                         write_atomic(ctx.workdir / METRICS_FILE, history, durable=False)
                     ctx.report_progress(Progress(step, steps[index], "steps"))
             if step * 2 >= max(steps):
