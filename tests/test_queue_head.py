@@ -4,7 +4,7 @@ change to the queue from outside the dispatcher makes the next pass read again."
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from yolo_orch.domain import Job, JobKind, NewJob, QueueOrder
 from yolo_orch.queue_head import MAX_AGE_S, SPARE, QueueHead
@@ -28,11 +28,13 @@ class CountingStore(InMemoryJobStore):
         return jobs
 
 
-async def add(store: InMemoryJobStore, count: int, priority: int = 0) -> list[Job]:
+async def add(
+    store: InMemoryJobStore, count: int, priority: int = 0, now: datetime = T0
+) -> list[Job]:
     jobs = []
     for _ in range(count):
         new = NewJob(kind=JobKind.INFERENCE, model="sim", spec={}, priority=priority)
-        jobs.append((await store.create(new, max_queued=10_000, now=T0))[0])
+        jobs.append((await store.create(new, max_queued=10_000, now=now))[0])
     return jobs
 
 
@@ -50,7 +52,7 @@ async def test_passes_take_from_one_read_less_what_they_started() -> None:
     assert store.reads == 1
 
 
-async def test_a_change_from_outside_or_age_means_a_new_read() -> None:
+async def test_a_change_from_outside_means_a_new_read() -> None:
     store = CountingStore()
     await add(store, 2)
     head = QueueHead(store)
@@ -60,8 +62,31 @@ async def test_a_change_from_outside_or_age_means_a_new_read() -> None:
     assert (await head.first(3, ORDER, now=0.1))[0] != urgent  # nobody said the queue changed
     head.forget()
     assert (await head.first(3, ORDER, now=0.2))[0] == urgent
-    await head.first(3, ORDER, now=0.2 + MAX_AGE_S + 0.01)
-    assert store.reads == 3
+    assert store.reads == 2
+
+
+async def test_an_old_read_of_the_head_is_read_again() -> None:
+    store = CountingStore()
+    await add(store, 3 + SPARE + 2)  # more than one read takes: it holds the head only
+    head = QueueHead(store)
+    await head.first(3, ORDER, now=0.0)
+
+    await head.first(3, ORDER, now=MAX_AGE_S + 0.01)
+    assert store.reads == 2
+
+
+async def test_an_old_read_of_the_whole_queue_is_sorted_again_by_aging_not_read() -> None:
+    store = CountingStore()
+    old = (await add(store, 1, priority=0))[0]
+    urgent = (await add(store, 1, priority=2, now=T0 + timedelta(minutes=1.5)))[0]
+    head = QueueHead(store)
+    at_first = QueueOrder(T0 + timedelta(minutes=1.5), aging_per_minute=1.0)
+    assert await head.first(3, at_first, now=0.0) == [urgent, old]  # 2 + 0 against 0 + 1
+
+    later = QueueOrder(T0 + timedelta(minutes=2), aging_per_minute=1.0)  # 2 + 0 against 0 + 2
+    assert await head.first(3, later, now=0.1) == [urgent, old]  # not due for a new order yet
+    assert await head.first(3, later, now=MAX_AGE_S + 0.01) == [old, urgent]  # tied: seq
+    assert store.reads == 1
 
 
 async def test_a_read_that_runs_short_of_the_window_is_the_whole_queue() -> None:

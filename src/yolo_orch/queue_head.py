@@ -12,8 +12,9 @@ from yolo_orch.store.base import JobStore
 SPARE = 32
 """Jobs read beyond the window asked for, so that one read serves several passes."""
 MAX_AGE_S = 0.5
-"""A read older than this is read again: aging moves jobs up the queue as time passes (by whole
-steps per minute, so half a second of it changes at most who of two ties starts first)."""
+"""A read older than this is sorted again (the whole queue) or read again (its head only): aging
+moves jobs up the queue as time passes (by whole steps per minute, so half a second of it
+changes at most who of two ties starts first)."""
 
 
 @dataclass
@@ -62,6 +63,14 @@ class QueueHead:
     async def first(self, window: int, order: QueueOrder, now: float) -> list[Job]:
         """The first `window` queued jobs in start order (`now`: the loop's time)."""
         read = self._read
+        if (
+            read is not None
+            and read.complete
+            and read.max_gpus == order.max_gpus
+            and now - read.at > MAX_AGE_S
+        ):
+            # The whole queue is in hand: time can reorder it (aging) but brings no job in.
+            read.jobs, read.at = order.sort(read.jobs), now
         if (
             read is None
             or now - read.at > MAX_AGE_S
