@@ -187,3 +187,26 @@ def test_the_log_thread_writes_a_burst_in_one_batch_and_settle_does_not_wait_for
     assert seen_at_write == [40] * 40  # the thread woke once, for the whole burst
     assert [len(lines) for lines in written] == [10, 10, 10, 10]
     assert written[1][-1].endswith("line 37")
+
+
+def test_a_job_file_that_cannot_be_flushed_does_not_stop_the_log_thread(tmp_path: Path) -> None:
+    logs = install_job_logs(tmp_path)
+    try:
+        log = logging.getLogger("yolo_orch.x")
+        log.info("first", extra={"job_id": "j1"})
+        logs.settle()
+        broken = logs.writer._files["j1"]
+
+        def full_disk() -> None:
+            raise OSError(28, "No space left on device")
+
+        broken.flush = full_disk  # type: ignore[method-assign]
+        log.info("lost", extra={"job_id": "j1"})
+        log.info("kept", extra={"job_id": "j2"})
+        settling = threading.Thread(target=logs.settle, daemon=True)
+        settling.start()
+        settling.join(timeout=10)
+        assert not settling.is_alive()  # the thread went on past the failed flush
+        assert (tmp_path / "j2" / "job.log").read_text().rstrip().endswith("kept")
+    finally:
+        remove_job_logs(logs)

@@ -113,15 +113,19 @@ class JobLogHandler(logging.Handler):
             self.handleError(record)
 
     def flush(self) -> None:
-        """Called by `JobLogs`' thread once it has written what it took from the queue."""
+        """Called by `JobLogs`' thread once it has written what it took from the queue. A file
+        that cannot be written (a full disk) loses its lines, as a failed `emit` would: the
+        thread must go on, or every `settle` would wait for it forever."""
         with self.lock or contextlib.nullcontext():
             for file in self._files.values():
-                file.flush()
+                with contextlib.suppress(OSError, ValueError):
+                    file.flush()
 
     def close(self) -> None:
         with self.lock or contextlib.nullcontext():
             while self._files:
-                self._files.popitem()[1].close()
+                with contextlib.suppress(OSError):  # its last lines are lost, as in `flush`
+                    self._files.popitem()[1].close()
             self._held.clear()
         super().close()
 
