@@ -63,12 +63,7 @@ class QueueHead:
     async def first(self, window: int, order: QueueOrder, now: float) -> list[Job]:
         """The first `window` queued jobs in start order (`now`: the loop's time)."""
         read = self._read
-        if (
-            read is not None
-            and read.complete
-            and read.max_gpus == order.max_gpus
-            and now - read.at > MAX_AGE_S
-        ):
+        if read is not None and read.complete and now - read.at > MAX_AGE_S:
             # The whole queue is in hand: time can reorder it (aging) but brings no job in.
             read.jobs, read.at = order.sort(read.jobs), now
         if (

@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import RowMapping, delete, insert, literal_column, select, update
 from sqlalchemy.engine import Connection
 
-from yolo_orch.domain import JobState, Model, NewModel
+from yolo_orch.domain import Model, NewModel
 from yolo_orch.errors import (
     ModelHasVariants,
     ModelInUse,
@@ -18,6 +18,7 @@ from yolo_orch.errors import (
     VariantNotFound,
 )
 from yolo_orch.store.base import ModelStore
+from yolo_orch.store.job_rows import ACTIVE
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.tables import (
     JOBS,
@@ -29,8 +30,6 @@ from yolo_orch.store.tables import (
     variant_from_row,
 )
 from yolo_orch.variants import NewVariant, Variant
-
-_ACTIVE = [str(JobState.QUEUED), str(JobState.RUNNING)]
 
 
 class SQLiteModelStore(ModelStore):
@@ -116,9 +115,7 @@ def _delete(ref: str, cascade: bool, conn: Connection) -> Model:
     row = _find(ref, conn)
     users = (
         conn.execute(
-            select(JOBS.c.id)
-            .where(JOBS.c.model_id == row["id"], JOBS.c.state.in_(_ACTIVE))
-            .order_by(JOBS.c.seq)
+            select(JOBS.c.id).where(JOBS.c.model_id == row["id"], ACTIVE).order_by(JOBS.c.seq)
         )
         .scalars()
         .all()
