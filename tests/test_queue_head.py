@@ -52,6 +52,18 @@ async def test_passes_take_from_one_read_less_what_they_started() -> None:
     assert store.reads == 1
 
 
+async def test_jobs_started_from_inside_the_head_leave_the_rest_in_order() -> None:
+    store = CountingStore()
+    jobs = await add(store, 6)
+    head = QueueHead(store)
+    await head.first(6, ORDER, now=0.0)
+
+    head.started({jobs[0].id, jobs[2].id, jobs[4].id})
+
+    assert await head.first(6, ORDER, now=0.1) == [jobs[1], jobs[3], jobs[5]]
+    assert store.reads == 1
+
+
 async def test_a_change_from_outside_means_a_new_read() -> None:
     store = CountingStore()
     await add(store, 2)

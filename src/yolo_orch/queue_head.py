@@ -57,8 +57,18 @@ class QueueHead:
 
     def started(self, job_ids: set[str]) -> None:
         """Jobs the dispatcher started (they are no longer queued)."""
-        if self._read is not None:
-            self._read.jobs = [job for job in self._read.jobs if job.id not in job_ids]
+        if self._read is None:
+            return
+        # They were picked from the head, so the scan stops near it: a queue of thousands read
+        # whole is not copied for every start.
+        jobs, found = self._read.jobs, []
+        for index, job in enumerate(jobs):
+            if job.id in job_ids:
+                found.append(index)
+                if len(found) == len(job_ids):
+                    break
+        for index in reversed(found):
+            del jobs[index]
 
     async def first(self, window: int, order: QueueOrder, now: float) -> list[Job]:
         """The first `window` queued jobs in start order (`now`: the loop's time)."""
