@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from yolo_orch.domain import Job, JobKind, NewJob, QueueOrder
-from yolo_orch.queue_head import MAX_AGE_S, SPARE, QueueHead
+from yolo_orch.queue_head import MAX_AGE_S, MAX_HELD, SPARE, QueueHead
 from yolo_orch.store.memory import InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
@@ -62,6 +62,22 @@ async def test_jobs_started_from_inside_the_head_leave_the_rest_in_order() -> No
 
     assert await head.first(6, ORDER, now=0.1) == [jobs[1], jobs[3], jobs[5]]
     assert store.reads == 1
+
+
+async def test_a_whole_queue_read_stops_growing_and_then_holds_the_head_only() -> None:
+    store = CountingStore()
+    head = QueueHead(store)
+    await head.first(3, ORDER, now=0.0)  # the queue is empty: the read is the whole of it
+
+    jobs = await add(store, MAX_HELD + 1)
+    for job in jobs:
+        head.queued(job, ORDER)
+    assert await head.first(MAX_HELD, ORDER, now=0.1) == jobs[:MAX_HELD]
+    assert store.reads == 1
+
+    head.started({job.id for job in jobs[:MAX_HELD]})
+    await head.first(3, ORDER, now=0.2)  # the last job was left out of it: the store is read
+    assert store.reads == 2
 
 
 async def test_a_change_from_outside_means_a_new_read() -> None:
