@@ -66,8 +66,8 @@ class QueueHead:
         """Jobs the dispatcher started (they are no longer queued)."""
         if self._read is None:
             return
-        # They were picked from the head, so the scan stops near it: a queue of thousands read
-        # whole is not copied for every start.
+        # They were picked from the head, so the scan stops near it rather than copying the
+        # rest (up to MAX_HELD jobs) at every start.
         jobs, found = self._read.jobs, []
         for index, job in enumerate(jobs):
             if job.id in job_ids:
