@@ -73,7 +73,7 @@ def warn_if_unjournaled(folder: str) -> None:
     reuses no inode deleted in the last minutes (its `recently_deleted` check), and checks
     every candidate it passes: once a run's folders are deleted, the job folders and logs of
     the runs that follow are made several times slower (measured here: 3,000 zero-second jobs
-    drained at 521/s on a fresh file system, then at 111-272/s in the next five runs).
+    drained at 521/s on a fresh file system, then at 416 down to 111/s in the six runs after).
     Production file systems keep a journal; set TMPDIR to a folder on one (BENCHMARKS.md)."""
     mounts = Path("/proc/self/mountinfo")
     if not mounts.exists():
