@@ -45,7 +45,8 @@ class QueueHead:
     def queued(self, job: Job, order: QueueOrder) -> None:
         """`job` was submitted. If it starts after every job read (no higher priority than the
         last of them: the usual case), the head as read stays true, and the job joins it when
-        that read was the whole queue; otherwise the next pass reads again."""
+        that read was the whole queue (until it holds `MAX_HELD`); otherwise the next pass reads
+        again."""
         self._changes += 1  # a read under way may have missed the job
         read = self._read
         if read is None:
