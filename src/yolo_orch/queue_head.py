@@ -65,18 +65,8 @@ class QueueHead:
 
     def started(self, job_ids: set[str]) -> None:
         """Jobs the dispatcher started (they are no longer queued)."""
-        if self._read is None:
-            return
-        # They were picked from the head, so the scan stops near it rather than copying the
-        # rest (up to MAX_HELD jobs) at every start.
-        jobs, found = self._read.jobs, []
-        for index, job in enumerate(jobs):
-            if job.id in job_ids:
-                found.append(index)
-                if len(found) == len(job_ids):
-                    break
-        for index in reversed(found):
-            del jobs[index]
+        if self._read is not None:  # a copy of at most MAX_HELD jobs
+            self._read.jobs = [job for job in self._read.jobs if job.id not in job_ids]
 
     async def first(self, window: int, order: QueueOrder, now: float) -> list[Job]:
         """The first `window` queued jobs in start order (`now`: the loop's time)."""
