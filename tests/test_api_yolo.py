@@ -226,6 +226,29 @@ async def test_uploaded_images_are_kept_with_the_job(host: Host) -> None:
     assert "error" in result["images"][2]
 
 
+async def test_uploads_decoded_while_queued_detect_as_files_read_by_the_lane(host: Host) -> None:
+    await host.import_tiny()
+    shots = sorted((host.data / "shots").glob("img*.jpg"))
+    read = await host.infer([f"shots/{p.name}" for p in shots])
+    uploaded = await host.client.post(
+        "/v1/jobs/inference",
+        data={"model": "tiny", "params": f'{{"imgsz": {IMGSZ}}}'},
+        files=[("images", (p.name, p.read_bytes(), "image/jpeg")) for p in shots],
+    )
+    assert uploaded.status_code == 202, uploaded.text
+    for job in (read, uploaded.json()):
+        assert (await wait_terminal(host.client, job["id"], deadline_s=60))["state"] == "succeeded"
+    results = [
+        (await host.client.get(f"/v1/jobs/{job['id']}/result")).json()["images"]
+        for job in (read, uploaded.json())
+    ]
+    assert [image["detections"] for image in results[1]] == [
+        image["detections"] for image in results[0]
+    ]
+    metrics = (await host.client.get("/metrics")).text
+    assert f"yolo_orch_images_decoded_ahead_total {float(len(shots))}" in metrics
+
+
 async def test_bad_uploads_are_refused(host: Host) -> None:
     await host.import_tiny()
     image = ("images", ("a.jpg", b"x", "image/jpeg"))

@@ -347,6 +347,8 @@ def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
         data_roots=settings.data_roots,
         cpu_threads=settings.cpu_threads,
         max_image_pixels=settings.max_image_pixels,
+        # On a cluster the nodes decode: the uploads travel to them as bytes.
+        decode_ahead_bytes=0 if settings.executor == "ray" else settings.decode_ahead_mb << 20,
     )
 
 

@@ -96,6 +96,13 @@ class Settings(BaseSettings):
         description="How long a lane with room in its batch waits for more jobs to join; 0: "
         "only jobs already queued join.",
     )
+    decode_ahead_mb: int = Field(
+        default=256,
+        ge=0,
+        le=1 << 20,
+        description="Memory (MiB) for uploaded images decoded while their jobs wait, so that a "
+        "lane finds their pixels ready; 0: a lane decodes its jobs' images itself.",
+    )
     max_queued: int = Field(default=1000, ge=1, description="Queued jobs allowed before 429.")
     max_attempts: int = Field(
         default=3, ge=1, description="Runs a job gets before a crash fails it as `interrupted`."

@@ -157,3 +157,8 @@ class _ModelCache(Collector):
         yield CounterMetricFamily(
             "yolo_orch_model_cache_misses", "Model loads (a job found no idle instance).", misses
         )
+        yield CounterMetricFamily(
+            "yolo_orch_images_decoded_ahead",
+            "Uploaded images whose job found them decoded while it waited (decode_ahead_mb).",
+            self._runtime.decoded_ahead(),
+        )

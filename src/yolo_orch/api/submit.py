@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio.to_thread
@@ -213,6 +214,8 @@ async def submit_inference_upload(
     except BaseException:
         await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
         raise
-    if not created:  # an earlier request with this key made the job, with its own copies
+    if created:
+        services.runtime.uploaded([Path(file["path"]) for file in files])
+    else:  # an earlier request with this key made the job, with its own copies
         await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
     return await _accepted(services, job, created, response, wait)

@@ -3,7 +3,7 @@ HTTP, SQL or the event loop: they see a job, its devices, a progress callback an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -55,4 +55,13 @@ class Runtime(Protocol):
 
     def cache_stats(self) -> tuple[int, int]:
         """Model cache hits and misses (loads) since start."""
+        ...
+
+    def uploaded(self, paths: Sequence[Path]) -> None:
+        """An accepted job's uploaded images, saved at `paths`: the runtime may start reading
+        them before the job runs. Never blocks."""
+        ...
+
+    def decoded_ahead(self) -> int:
+        """Images whose job found them decoded ahead, since start."""
         ...

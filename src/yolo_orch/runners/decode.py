@@ -6,7 +6,7 @@ per shape, which ultralytics runs as one batch (one forward pass).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -71,15 +71,23 @@ def batch_size(imgsz: int) -> int:
 
 
 def decoded_chunks(
-    sources: list[InputFile], size: int, roots: Sequence[Path], max_pixels: int
+    sources: list[InputFile],
+    size: int,
+    roots: Sequence[Path],
+    max_pixels: int,
+    decoded_ahead: Callable[[Path], NDArray[np.uint8] | str | None] = lambda path: None,
 ) -> Iterator[list[tuple[int, NDArray[np.uint8] | str]]]:
     """The job's images decoded, `size` at a time (fewer once a chunk holds MAX_CHUNK_BYTES of
     pixels): each as (index, pixels) or (index, why it cannot be read). A file is read only while
-    it is inside `roots`, and decoded only if its header says it has at most `max_pixels`."""
+    it is inside `roots`, and decoded only if its header says it has at most `max_pixels`.
+    `decoded_ahead`: what was decoded for a file before its job ran (`DecodeAhead.take`), None
+    when the file must be decoded here."""
     chunk: list[tuple[int, NDArray[np.uint8] | str]] = []
     held = 0
     for index, source in enumerate(sources):
-        image = source.refused or _decode(source.path, roots, max_pixels)
+        image = source.refused or decoded_ahead(source.path)
+        if image is None:
+            image = decode_image(source.path, roots, max_pixels)
         chunk.append((index, image))
         if not isinstance(image, str):
             held += image.nbytes
@@ -101,7 +109,7 @@ def same_shape_groups(decoded: list[tuple[_Owner, Decoded]]) -> list[list[tuple[
     return list(groups.values())
 
 
-def _decode(source: Path, roots: Sequence[Path], max_pixels: int) -> NDArray[np.uint8] | str:
+def decode_image(source: Path, roots: Sequence[Path], max_pixels: int) -> NDArray[np.uint8] | str:
     """The image as BGR pixels, or why it cannot be read. Decoding here, one image at a time, keeps
     one bad file from failing the whole job (ultralytics raises for the batch). Its header is read
     first: an image of more than `max_pixels` is never decoded."""

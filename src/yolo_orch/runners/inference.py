@@ -98,16 +98,19 @@ class YoloInferenceRunner:
         data_roots: Sequence[Path],
         resolve_variants: ResolveVariants = no_variants,
         lane_runtime: Callable[[str], LaneRuntime] = lane_runtime,
+        decoded_ahead: Callable[[Path], Pixels | str | None] = lambda path: None,
     ) -> None:
         """`data_roots`: every input is read only if it is still inside them (or inside the
         job's own uploaded inputs) where it is opened. `lane_runtime` says what a lane can
-        run (asked once per lane)."""
+        run (asked once per lane). `decoded_ahead`: an input's pixels decoded before its job
+        ran (`DecodeAhead.take`), None when the runner decodes it."""
         self._resolve_weights = resolve_weights
         self._resolve_variants = resolve_variants
         self._lane_runtime = lane_runtime
         self._lane_runtimes: dict[str, LaneRuntime] = {}
         self._data_roots = list(data_roots)
         self._max_image_pixels = max_image_pixels
+        self._decoded_ahead = decoded_ahead
         self._cache = ModelCache(model_cache_size)
         self._cpu_threads = cpu_threads if cpu_threads is not None else default_cpu_threads()
         self._batch_lock = threading.Lock()
@@ -308,7 +311,7 @@ class YoloInferenceRunner:
 
     def _chunks(self, job: _JobImages, size: int) -> Iterator[list[tuple[int, Pixels | str]]]:
         roots = [*self._data_roots, job.ctx.workdir / INPUTS_DIR]
-        return decoded_chunks(job.sources, size, roots, self._max_image_pixels)
+        return decoded_chunks(job.sources, size, roots, self._max_image_pixels, self._decoded_ahead)
 
     def _note_pass(self, live: list[tuple[_JobImages, Decoded]]) -> None:
         ids = tuple(dict.fromkeys(job.ctx.job.id for job, _ in live))

@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 
 from yolo_orch.batching import BatchOutcome, BatchRecord
 from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
@@ -51,6 +52,12 @@ class SimulatedRuntime:
 
     def cache_stats(self) -> tuple[int, int]:
         return 0, 0
+
+    def uploaded(self, paths: Sequence[Path]) -> None:
+        pass
+
+    def decoded_ahead(self) -> int:
+        return 0
 
     @property
     def batches(self) -> list[BatchRecord]:

@@ -4,8 +4,9 @@ on a Ray node, from the node's verified cache: `ModelAccess`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio.from_thread
 
@@ -14,6 +15,9 @@ from yolo_orch.domain import JobKind, JobResult, JsonObject
 from yolo_orch.errors import InvalidJobInput, VariantTampered
 from yolo_orch.registry import ModelRegistry, model_view
 from yolo_orch.runners.base import RunContext, Runner
+from yolo_orch.runners.decode import decode_image
+from yolo_orch.runners.decode_ahead import DecodeAhead
+from yolo_orch.runners.decode_ahead import default_threads as default_decode_threads
 from yolo_orch.runners.export import ExportedFiles, ExportsAfterTraining, YoloExportRunner
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.sources import shipped_architecture
@@ -22,6 +26,9 @@ from yolo_orch.runners.validation import YoloValidationRunner
 from yolo_orch.runners.yolo_env import configure_ultralytics
 from yolo_orch.variant_registry import ResolvedVariant, variant_view
 from yolo_orch.weights import ModelTampered, ResolvedWeights
+
+if TYPE_CHECKING:
+    from yolo_orch.runners.decode_ahead import Pixels
 
 
 def detect_lanes() -> list[str]:
@@ -67,9 +74,18 @@ class UltralyticsRuntime:
         data_roots: Sequence[Path],
         cpu_threads: int | None,
         max_image_pixels: int,
+        decode_ahead_bytes: int = 0,
     ) -> None:
+        """`decode_ahead_bytes`: memory for uploads decoded while their jobs wait
+        (`decode_ahead`); 0 where this runtime's runners never see the uploads' files (a Ray
+        node, or a server whose jobs run on one)."""
         configure_ultralytics(config_dir)  # before anything imports ultralytics
         self._models = models
+        self._ahead = DecodeAhead(
+            partial(_decode_upload, max_pixels=max_image_pixels),
+            decode_ahead_bytes,
+            default_decode_threads(),
+        )
         self.inference = YoloInferenceRunner(
             models.resolve,
             model_cache_size,
@@ -77,6 +93,7 @@ class UltralyticsRuntime:
             max_image_pixels=max_image_pixels,
             data_roots=data_roots,
             resolve_variants=models.resolve_variants,
+            decoded_ahead=self._ahead.take,
         )
         self.training = YoloTrainingRunner(
             models.resolve, models.register_model, data_roots=data_roots, cpu_threads=cpu_threads
@@ -119,6 +136,17 @@ class UltralyticsRuntime:
 
     def cache_stats(self) -> tuple[int, int]:
         return self.inference.cache_hits, self.inference.loads
+
+    def uploaded(self, paths: Sequence[Path]) -> None:
+        self._ahead.start(paths)
+
+    def decoded_ahead(self) -> int:
+        return self._ahead.taken
+
+
+def _decode_upload(path: Path, max_pixels: int) -> Pixels | str:
+    """An upload as its job's lane would decode it, read from the job's own inputs folder."""
+    return decode_image(path, [path.parent], max_pixels)
 
 
 class RegistryAccess:
