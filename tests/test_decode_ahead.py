@@ -50,8 +50,9 @@ def test_a_lane_takes_the_pixels_its_own_decode_would_give_once() -> None:
     pool = ahead(decoder)
     pool.start([Path("/up/a.jpg"), Path("/up/bb.jpg")])
     first, second = pool.take(Path("/up/a.jpg")), pool.take(Path("/up/bb.jpg"))
-    assert isinstance(first, np.ndarray) and isinstance(second, np.ndarray)
-    assert np.array_equal(first, decoder(Path("/up/a.jpg")))
+    assert isinstance(first, np.ndarray)
+    assert isinstance(second, np.ndarray)
+    assert np.array_equal(first, np.full((4, 4, 3), len("a.jpg"), np.uint8))
     assert int(second[0, 0, 0]) == len("bb.jpg")
     assert pool.take(Path("/up/a.jpg")) is None, "taken once: a rerun decodes the file itself"
     assert pool.take(Path("/up/never.jpg")) is None

@@ -143,7 +143,10 @@ class DecodeAhead:
                 entry.future.cancel()  # not started yet: it never runs
 
 
-def default_threads() -> int:
-    """Half the cores, at most 4: one on a 2-core host, beside the cpu lane's torch thread (the
-    runners' `default_cpu_threads`); a GPU host's lanes leave its cores to the decoders."""
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+def default_threads(gpus: int) -> int:
+    """One without GPUs: it decodes faster than the cpu lane infers, and more would take cores
+    from the lane's torch threads (whose every op waits for the slowest of them). With GPUs, half
+    the cores, at most 8: the GPUs infer faster than one thread decodes."""
+    if gpus == 0:
+        return 1
+    return max(1, min(8, (os.cpu_count() or 2) // 2))

@@ -84,7 +84,7 @@ class UltralyticsRuntime:
         self._ahead = DecodeAhead(
             partial(_decode_upload, max_pixels=max_image_pixels),
             decode_ahead_bytes,
-            default_decode_threads(),
+            default_decode_threads(gpus=sum(lane.startswith("cuda") for lane in detect_lanes())),
         )
         self.inference = YoloInferenceRunner(
             models.resolve,
