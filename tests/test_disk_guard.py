@@ -163,7 +163,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def _fill(folder: Path) -> Path:
     """Write until the file system says it is full."""
     filler = folder / "filler"
-    with filler.open("wb") as file:
+    # Unbuffered: a buffered file keeps what a short write left and fails again at its close.
+    with filler.open("wb", buffering=0) as file:
         while _wrote(file):
             pass
     return filler
@@ -172,7 +173,6 @@ def _fill(folder: Path) -> Path:
 def _wrote(file: BinaryIO) -> bool:
     try:
         file.write(b"\0" * 65536)
-        file.flush()
     except OSError as exc:
         if exc.errno != errno.ENOSPC:
             raise
