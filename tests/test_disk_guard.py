@@ -215,3 +215,23 @@ async def _refused_everything_but_jobs(client: httpx.AsyncClient, jobs_dir: Path
     assert _entries(jobs_dir) == before
     assert len((await client.get("/v1/jobs")).json()["jobs"]) == 1
     assert (await client.get("/readyz")).json()["checks"]["disk_space_ok"] is False
+
+
+async def test_an_upload_that_fills_the_disk_is_refused_and_leaves_nothing(
+    small_disk: Path, settings_factory: Callable[..., Settings]
+) -> None:
+    settings = settings_factory(data_dir=small_disk, min_free_bytes=0, sim_lanes=1)
+    async with serve(create_app(settings)) as client:
+        before = _entries(settings.jobs_dir)
+        filler = _fill(small_disk)
+        filler.write_bytes(filler.read_bytes()[: -(256 << 10)])  # 256 KiB left
+        big = ("images", ("big.jpg", b"\xff" * (1 << 20), "image/jpeg"))
+
+        response = await client.post("/v1/jobs/inference", data={"model": "sim"}, files=[big])
+
+        body = assert_problem(response, 507, "insufficient_storage")
+        assert "filled up" in body["detail"]
+        assert _entries(settings.jobs_dir) == before
+        filler.unlink()
+        again = await client.post("/v1/jobs/inference", data={"model": "sim"}, files=[IMAGE])
+        assert again.status_code == 202, again.text

@@ -185,13 +185,15 @@ class JobActive(YoloOrchError):
 
 
 class InsufficientStorage(YoloOrchError):
-    """Free space is below `min_free_bytes` where the server would store what it is sent."""
+    """Free space is below `min_free_bytes` where the server would store what it is sent, or
+    the disk filled up while it stored it (`full`)."""
 
     code = "insufficient_storage"
 
-    def __init__(self, where: list[str]) -> None:
+    def __init__(self, where: list[str], *, full: bool = False) -> None:
+        reason = "the disk filled up" if full else "below min_free_bytes"
         super().__init__(
-            f"too little free disk space ({', '.join(where)}, below min_free_bytes); "
+            f"too little free disk space ({', '.join(where)}, {reason}); "
             "nothing was stored, retry once space is freed"
         )
         self.where = where

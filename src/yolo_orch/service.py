@@ -53,7 +53,7 @@ from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
 from yolo_orch.task_data import check_task_dataset
 from yolo_orch.variants import ExportFormat, available_formats, export_refusal
-from yolo_orch.videos import refuse_unreadable_videos
+from yolo_orch.videos import is_video, refuse_unreadable_videos
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,11 @@ class JobService:
                 await self._check_output_name(spec["params"].get("output_name"))
                 for export_format in spec["params"].get("export", []):
                     self._check_buildable(ExportFormat(export_format), half=False)
-        if new.kind is JobKind.INFERENCE and model_id is not None:
+        if (
+            new.kind is JobKind.INFERENCE
+            and model_id is not None
+            and any(is_video(Path(file["path"])) for file in spec["files"])
+        ):  # named by their suffix: a job of images only needs no thread hop for this
             await anyio.to_thread.run_sync(
                 refuse_unreadable_videos, spec["files"], limiter=self._file_limiter
             )

@@ -3,10 +3,11 @@ answered once the job is committed, or held with `Prefer: wait` until it ends.""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import anyio.to_thread
 from fastapi import APIRouter, Body, Header, Request, Response, status
@@ -24,8 +25,9 @@ from yolo_orch.api.schemas import (
     JobPublic,
 )
 from yolo_orch.domain import Job, NewJob
-from yolo_orch.errors import InvalidJob, QueueFull
+from yolo_orch.errors import InsufficientStorage, InvalidJob, QueueFull
 from yolo_orch.images import refuse_oversized
+from yolo_orch.jobfiles import JobFiles
 from yolo_orch.params.inference import InferenceParams
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -189,18 +191,13 @@ async def submit_inference_upload(
         new = body.to_new_job(services.settings.max_attempts, idempotency_key)
         uploads = [(image.filename or "", image.file) for image in images]
         files, digests = await anyio.to_thread.run_sync(
-            services.files.save_inputs, new.id, uploads, limiter=services.file_limiter
+            _saved_uploads,
+            services.files,
+            new.id,
+            uploads,
+            services.settings.max_image_pixels,
+            limiter=services.file_limiter,
         )
-        try:
-            await anyio.to_thread.run_sync(
-                refuse_oversized,
-                files,
-                services.settings.max_image_pixels,
-                limiter=services.file_limiter,
-            )
-        except BaseException:
-            await anyio.to_thread.run_sync(services.files.remove, new.id)
-            raise
     finally:
         await form.close()
     fingerprint = hashlib.sha256(f"{new.request_fingerprint}:{','.join(digests)}".encode())
@@ -219,3 +216,19 @@ async def submit_inference_upload(
     else:  # an earlier request with this key made the job, with its own copies
         await anyio.to_thread.run_sync(services.files.remove, new.id, limiter=services.file_limiter)
     return await _accepted(services, job, created, response, wait)
+
+
+def _saved_uploads(
+    job_files: JobFiles, job_id: str, uploads: list[tuple[str, BinaryIO]], max_pixels: int
+) -> tuple[list[dict[str, str]], list[str]]:
+    """The uploads saved in the job's folder and their headers checked, in one thread hop; the
+    folder is removed again if the save fails or an image is refused. Blocking."""
+    try:
+        files, digests = job_files.save_inputs(job_id, uploads)
+        refuse_oversized(files, max_pixels)
+    except BaseException as exc:
+        job_files.remove(job_id)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:  # since the guard last looked
+            raise InsufficientStorage([f"jobs: {exc.strerror}"], full=True) from exc
+        raise
+    return files, digests
