@@ -292,7 +292,11 @@ async def test_openapi_documents_the_job_routes(client: httpx.AsyncClient) -> No
         "/readyz",
     } <= set(schema["paths"])
     submit = schema["paths"]["/v1/jobs"]["post"]
-    assert {"202", "404", "422", "429", "503"} <= set(submit["responses"])
+    assert {"202", "404", "409", "422", "429", "503"} <= set(submit["responses"])
+    assert set(submit["responses"]["202"]["headers"]) == {"Location", "Idempotent-Replayed"}
+    assert set(submit["responses"]["200"]["headers"]) == {"Preference-Applied"}
+    for status in ("429", "503"):
+        assert set(submit["responses"][status]["headers"]) == {"Retry-After"}
 
 
 async def _wait_state(client: httpx.AsyncClient, job_id: str, state: str) -> None:

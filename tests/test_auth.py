@@ -156,6 +156,20 @@ async def test_the_openapi_document_declares_the_bearer_scheme(client: httpx.Asy
             assert secured == (path not in ("/healthz", "/readyz")), (method, path)
             if secured:
                 assert "401" in operation["responses"], (method, path)
+                assert "WWW-Authenticate" in operation["responses"]["401"]["headers"]
+    forbidding = {
+        (method, path)
+        for path, operations in spec["paths"].items()
+        for method, operation in operations.items()
+        if "403" in operation["responses"]
+    }
+    assert forbidding == {  # the routes that need the admin scope, and only those
+        ("delete", "/v1/jobs/{job_id}"),
+        ("post", "/v1/models"),
+        ("delete", "/v1/models/{ref}"),
+        ("post", "/v1/models/{ref}/variants"),
+        ("delete", "/v1/models/{ref}/variants/{variant_id}"),
+    }
 
 
 async def test_without_tokens_the_document_declares_no_security(
@@ -164,11 +178,9 @@ async def test_without_tokens_the_document_declares_no_security(
     async with serve(create_app(settings_factory())) as open_client:
         spec = (await open_client.get("/openapi.json")).json()
     assert "securitySchemes" not in spec["components"]
-    assert not any(
-        "security" in operation
-        for operations in spec["paths"].values()
-        for operation in operations.values()
-    )
+    operations = [operation for ops in spec["paths"].values() for operation in ops.values()]
+    assert not any("security" in operation for operation in operations)
+    assert not any({"401", "403"} & set(operation["responses"]) for operation in operations)
 
 
 async def test_the_api_pages_can_require_a_token(

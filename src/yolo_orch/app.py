@@ -77,7 +77,8 @@ def create_app(
     app = FastAPI(
         title="yolo-orch",
         version=__version__,
-        summary="Runs YOLO inference and training jobs on the GPUs of one host.",
+        summary="Runs YOLO inference, training, validation and export jobs on the GPUs of one "
+        "host, or of a Ray cluster.",
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,

@@ -1,14 +1,15 @@
 """The `yolo-orch` command: the job server and a client of its HTTP API.
 
 Server:  serve, migrate, token create
-Client:  submit, status, wait, cancel, list, result, models import|list|delete, devices
+Client:  submit, validate, status, wait, cancel, delete, list, result, models import|list|delete,
+         devices
          (`--url` or $YOLO_ORCH_URL, default http://127.0.0.1:8000; `--token` or $YOLO_ORCH_TOKEN,
          sent as `Authorization: Bearer`; `--json` prints the server's JSON for scripts)
 
 Exit codes of the client commands (`yolo_orch.client.ExitCode`):
   0  success
-  1  the job failed (wait, status, submit --wait)
-  2  the job was cancelled (wait, status, submit --wait)
+  1  the job failed (wait, status, submit/validate --wait)
+  2  the job was cancelled (wait, status, submit/validate --wait)
   3  bad command line, or input the server refused (any other 4xx)
   4  no such job, model or route (404)
   5  server busy, draining or unreachable (429, 503, 5xx, no connection)

@@ -34,7 +34,7 @@ class Scope(enum.StrEnum):
     JOBS = "jobs"
     """Submit, read and cancel jobs; read models and devices."""
     ADMIN = "admin"
-    """Everything, including importing and deleting models."""
+    """Everything: also importing and deleting models and variants, and deleting jobs."""
 
 
 class Token(BaseModel):
@@ -136,7 +136,8 @@ class Settings(BaseSettings):
         default_factory=list, description="Folders whose files jobs may read (images, datasets)."
     )
     model_roots: list[Path] = Field(
-        default_factory=list, description="Folders whose .pt files may be imported by path."
+        default_factory=list,
+        description="Folders whose .pt weights and exported variants may be imported by path.",
     )
     model_cache_size: int = Field(
         default=2, ge=0, description="Loaded models each lane keeps warm (LRU)."
@@ -180,10 +181,14 @@ class Settings(BaseSettings):
         "work of requests: a flood of costly walks queues here, not in front of cheap requests.",
     )
     max_request_bytes: int = Field(
-        default=1 << 20, ge=1024, description="Largest JSON request body (413 beyond)."
+        default=1 << 20,
+        ge=1024,
+        description="Largest request body on every route but the uploads (413 beyond).",
     )
     max_upload_bytes: int = Field(
-        default=1 << 30, ge=1024, description="Largest upload: images of one job, or weights."
+        default=1 << 30,
+        ge=1024,
+        description="Largest body on the upload routes: images of one job, weights, a variant.",
     )
     max_header_bytes: int = Field(
         default=16 * 1024,
@@ -276,7 +281,9 @@ class Settings(BaseSettings):
     )
     tokens: list[Token] = Field(
         default_factory=list,
-        description="Bearer tokens (hashes) allowed on /v1; none: no authentication.",
+        description="Bearer tokens (hashes); once one is set, every path needs one but the probes, "
+        "the dashboard and what metrics_public / docs_require_token open. None: no "
+        "authentication.",
     )
     allow_unauthenticated: bool = Field(
         default=False,

@@ -95,8 +95,9 @@ class BearerAuth:
 
 
 async def require_admin(request: Request) -> None:
-    """A dependency for the routes that change the registry: an admin token only (every valid
-    token may do the rest). Async, so that FastAPI does not hand it to a worker thread."""
+    """A dependency for the routes that delete jobs or change the registry: an admin token only
+    (every valid token may do the rest). Async, so that FastAPI does not hand it to a worker
+    thread."""
     granted: frozenset[Scope] | None = getattr(request.state, _GRANTED, None)
     if granted is not None and Scope.ADMIN not in granted:  # None: no tokens configured
         raise Forbidden("this token's scope does not allow this; it needs 'admin'")

@@ -96,7 +96,7 @@ async def cancel_job(job_id: JobId, jobs: JobServiceDep, response: Response) -> 
     description="Forgets a finished job's record and removes its files (inputs, results, "
     "artifacts, logs). Refused (409 `job_active`) while it is queued or running: cancel it "
     "first. A model it produced stays in the registry. Needs the `admin` scope.",
-    responses=problem_responses(404, 409),
+    responses=problem_responses(403, 404, 409),
     dependencies=[admin_scope],
 )
 async def delete_job(job_id: JobId, services: ServicesDep) -> Response:
@@ -114,7 +114,8 @@ RESULT_PAGE_MAX = 1000
     description="Inference: per image (`images`), what the model's task finds (detections; "
     "with masks, keypoints or rotated boxes; classes; or a class or depth map, saved as an "
     "artifact). Training: metrics and the produced "
-    "model. Without `offset` and `limit`, the whole result (a large one streamed from its "
+    "model. Validation: the metrics, per class, and the confusion matrix. Export: the variant "
+    "made. Without `offset` and `limit`, the whole result (a large one streamed from its "
     "file). With either, a "
     'page of the per-image entries: `{"offset", "limit", "total", "next_offset", '
     '"images"}`, where `images` holds entries `offset` to `offset + limit - 1` (fewer at the '
@@ -213,8 +214,10 @@ def _event(event_id: int, event: str, job: Job) -> ServerSentEvent:
 @router.get(
     "/{job_id}/metrics",
     summary="A training job's metrics per epoch",
-    description="One entry per completed epoch: `epoch`, `train_loss`, `val_loss`, "
-    "`precision`, `recall`, `mAP50`, `mAP50-95`; updated after each epoch while the job runs. "
+    description="One entry per completed epoch: `epoch`, `train_loss` and `val_loss` (each the "
+    "loss terms), and the scores of the model's task (`precision`, `recall`, `mAP50`, "
+    "`mAP50-95` for boxes, with `mask_` or `pose_` ones; `top1`, `top5`; `mIoU`, `pixel_acc`; "
+    "`delta1`, `abs_rel`, ...); updated after each epoch while the job runs. "
     "An empty list for other jobs.",
     responses={200: {"content": {"application/json": {}}}, **problem_responses(404)},
 )

@@ -96,9 +96,9 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 def install_problem_openapi(app: FastAPI, needs_token: Callable[[str], bool] | None = None) -> None:
     """Document every error answer as what it is: problem JSON (FastAPI documents 422 as its
-    own `HTTPValidationError`), 401/403 on the token-checked /v1 routes, 413 wherever a body is
-    read. With `needs_token` (tokens are configured), the paths it names require the `bearer`
-    security scheme."""
+    own `HTTPValidationError`), with the headers sent with it; 413 wherever a body is read.
+    With `needs_token` (tokens are configured), the paths it names require the `bearer`
+    security scheme (401); without, nothing answers 401 or the 403 of the admin routes."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -110,7 +110,9 @@ def install_problem_openapi(app: FastAPI, needs_token: Callable[[str], bool] | N
                     routes=app.routes,
                 )
             )
-            app.openapi_schema = spec if needs_token is None else _with_bearer(spec, needs_token)
+            app.openapi_schema = (
+                _without_scopes(spec) if needs_token is None else _with_bearer(spec, needs_token)
+            )
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -122,12 +124,9 @@ def _with_problems(spec: dict[str, Any]) -> dict[str, Any]:
         schemas[model.__name__] = model.model_json_schema(
             ref_template="#/components/schemas/{model}"
         )
-    for path, operations in spec["paths"].items():
+    for operations in spec["paths"].values():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            if path.startswith("/v1/"):
-                responses.setdefault("401", {"description": "Unauthorized"})
-                responses.setdefault("403", {"description": "Forbidden"})
             if "requestBody" in operation:
                 responses.setdefault("413", {"description": "Content Too Large"})
             for status, response in responses.items():
@@ -136,10 +135,31 @@ def _with_problems(spec: dict[str, Any]) -> dict[str, Any]:
                     response["content"] = {
                         PROBLEM_MEDIA_TYPE: {"schema": {"$ref": f"#/components/schemas/{name}"}}
                     }
+                    if status in _ERROR_HEADERS:
+                        response["headers"] = _ERROR_HEADERS[status]
     text = json.dumps(spec)  # what is still referenced after the rewrite
     for unused in ("HTTPValidationError", "ValidationError"):
         if f"#/components/schemas/{unused}" not in text:
             schemas.pop(unused, None)
+    return spec
+
+
+_RETRY_AFTER = {
+    "description": "Seconds to wait before trying again.",
+    "schema": {"type": "integer", "minimum": 1},
+}
+_ERROR_HEADERS: dict[str, dict[str, Any]] = {
+    "401": {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+    "429": {"Retry-After": _RETRY_AFTER},
+    "503": {"Retry-After": _RETRY_AFTER},
+}
+"""The headers `error_response` sends with these statuses."""
+
+
+def _without_scopes(spec: dict[str, Any]) -> dict[str, Any]:
+    for operations in spec["paths"].values():
+        for operation in operations.values():
+            operation.get("responses", {}).pop("403", None)
     return spec
 
 
@@ -151,10 +171,9 @@ def _with_bearer(spec: dict[str, Any], needs_token: Callable[[str], bool]) -> di
         "description": "A token from `yolo-orch token create`; its scope (`jobs` or `admin`) "
         "decides what it may do.",
     }
-    unauthorized = {
-        "description": "Unauthorized",
-        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
-    }
+    problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    unauthorized = {"description": "Unauthorized", "content": problem}
+    unauthorized["headers"] = _ERROR_HEADERS["401"]
     for path, operations in spec["paths"].items():
         if needs_token(path):
             for operation in operations.values():

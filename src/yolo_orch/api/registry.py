@@ -148,7 +148,7 @@ _IMPORT_BODY: dict[str, Any] = {
     "`no_model_roots` otherwise), and the file must be under one of them.",
     responses={
         200: {"model": ModelPublic, "description": "Already registered"},
-        **problem_responses(409, 413, 415, 422, 507),
+        **problem_responses(403, 409, 413, 415, 422, 507),
     },
     openapi_extra=_IMPORT_BODY,
     dependencies=[admin_scope, DiskSpace],
@@ -199,7 +199,7 @@ async def get_model(ref: ModelRef, services: ServicesDep) -> ModelDetail:
     summary="Delete a model",
     description="Refused (409) while queued or running jobs use it, and while it has variants "
     "unless `cascade=true`, which deletes them with it.",
-    responses=problem_responses(404, 409),
+    responses=problem_responses(403, 404, 409),
     dependencies=[admin_scope],
 )
 async def delete_model(
@@ -240,7 +240,7 @@ _VARIANT_IMPORT_BODY: dict[str, Any] = {
     "the existing variant (200).",
     responses={
         200: {"model": VariantPublic, "description": "Already registered"},
-        **problem_responses(404, 413, 415, 422, 507),
+        **problem_responses(403, 404, 413, 415, 422, 507),
     },
     openapi_extra=_VARIANT_IMPORT_BODY,
     dependencies=[admin_scope, DiskSpace],
@@ -282,7 +282,7 @@ async def import_variant(
     "/{ref}/variants/{variant_id}",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Delete a variant",
-    responses=problem_responses(404),
+    responses=problem_responses(403, 404),
     dependencies=[admin_scope],
 )
 async def delete_variant(

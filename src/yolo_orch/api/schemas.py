@@ -39,7 +39,7 @@ class InferenceJobCreate(_JobCreateBase):
     inputs: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
         min_length=1,
         max_length=10_000,
-        description="Image paths relative to a data root; globs allowed.",
+        description="Image or video paths relative to a data root; globs allowed.",
     )
     params: InferenceParams = Field(default_factory=InferenceParams)
 
@@ -166,7 +166,8 @@ class ProgressPublic(BaseModel):
     unit: str
     detail: dict[str, Any] | None = Field(
         default=None,
-        description="Training: epoch, epochs, batch, batches and the running losses.",
+        description="Training: epoch, epochs, batch, batches and the running losses; export: "
+        "`stage`; video inference: `frame_count` (`declared` or `estimated`).",
     )
 
 

@@ -35,6 +35,20 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 _FINISHED: dict[str, Any] = {
     "model": JobPublic,
     "description": "With `Prefer: wait`: the job ended in time (its result summary included).",
+    "headers": {
+        "Preference-Applied": {"description": "`wait=N`, as asked", "schema": {"type": "string"}}
+    },
+}
+_ACCEPTED: dict[str, Any] = {
+    "description": "Committed: the job is queued (or, with an `Idempotency-Key` seen before, the "
+    "job that key made).",
+    "headers": {
+        "Location": {"description": "`/v1/jobs/{id}`", "schema": {"type": "string"}},
+        "Idempotent-Replayed": {
+            "description": "`true` when an earlier request with this key made the job",
+            "schema": {"type": "string"},
+        },
+    },
 }
 
 IdempotencyKey = Annotated[
@@ -56,7 +70,7 @@ IdempotencyKey = Annotated[
     description="Answers once the job is committed to the database (202). Poll `Location` for "
     "its state, or send `Prefer: wait=N`: the answer is then held up to N seconds and is 200 "
     "with the finished job (and `Preference-Applied`) if it ends in time.",
-    responses={200: _FINISHED, **problem_responses(404, 422, 429, 503, 507)},
+    responses={200: _FINISHED, 202: _ACCEPTED, **problem_responses(404, 409, 422, 429, 503, 507)},
     dependencies=[DiskSpace],
 )
 async def submit_job(
@@ -113,7 +127,7 @@ _UPLOAD_BODY: dict[str, Any] = {
                             "type": "array",
                             "minItems": 1,
                             "items": {"type": "string", "format": "binary"},
-                            "description": "The images to run (at most max_files_per_job).",
+                            "description": "The images or videos (at most max_files_per_job).",
                         },
                         "params": {
                             "type": "string",
@@ -148,7 +162,11 @@ class _UploadFields(BaseModel):
     "processed. At most `max_files_per_job` images; more parts are refused before they are "
     "read. An image whose header says it has more than `max_image_pixels` pixels is refused "
     "(422 `image_too_large`) before anything decodes it. `Prefer: wait=N` as for POST /v1/jobs.",
-    responses={200: _FINISHED, **problem_responses(404, 413, 422, 429, 503, 507)},
+    responses={
+        200: _FINISHED,
+        202: _ACCEPTED,
+        **problem_responses(404, 409, 413, 422, 429, 503, 507),
+    },
     dependencies=[DiskSpace],
     openapi_extra=_UPLOAD_BODY,
 )

@@ -1,7 +1,8 @@
 """Inference jobs on ultralytics YOLO models of every task, with loaded models kept warm per lane.
 
 Thread model: the dispatcher runs each job in a worker thread and a lane runs at most `slots` jobs
-at once; each job checks a model instance out of its lane's cache (`model_cache`) for the whole job.
+at once; each run (a job, or a batch of jobs sharing forward passes) checks a model instance out
+of its lane's cache (`model_cache`) for the whole run.
 
 CPU threads: `torch.set_num_threads` is partly per OS thread (OpenMP) and partly process-wide
 (MKL), and importing ultralytics sets `OMP_NUM_THREADS=1`. So every job sets the thread count in

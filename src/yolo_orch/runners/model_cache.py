@@ -1,8 +1,9 @@
-"""Loaded models kept warm per lane, an instance never shared by two jobs at once.
+"""Loaded models kept warm per lane, an instance never used by two runs at once.
 
-A job checks an instance out of its lane's cache for the whole job (a busy model makes a second
-job load its own instance) and gives it back at the end: ultralytics' `predict` updates predictor
-arguments outside its lock, so a shared instance would mix up two jobs' `conf`/`imgsz`.
+A run (a job, or a batch of jobs that share forward passes and their params) checks an instance
+out of its lane's cache for the whole run (a busy model makes a second run load its own instance)
+and gives it back at the end: ultralytics' `predict` updates predictor arguments outside its
+lock, so a shared instance would mix up two runs' `conf`/`imgsz`.
 Instances are keyed by fingerprint: a `.pt`'s sha256, or an exported variant's manifest digest,
 so every format stays warm the same way.
 """
