@@ -25,15 +25,21 @@ from tests.yolo_fixtures import (
 )
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.domain import JobResult
 from yolo_orch.errors import InvalidJobInput
-from yolo_orch.inputs import read_contained
+from yolo_orch.inputs import open_contained
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.weights import ResolvedWeights, sha256_file
 
 LONG_NAME = "x" * 300
 
-# --- read_contained: the check where the file is opened ---
+# --- open_contained: the check where the file is opened ---
+
+
+def read_contained(path: Path, roots: list[Path]) -> bytes:
+    with open_contained(path, roots) as file:
+        return file.read()
 
 
 @pytest.fixture
@@ -131,6 +137,37 @@ def test_an_input_swapped_out_of_the_roots_after_submission_is_an_error_entry(
     assert result.summary["failed_images"] == 1
     artifacts = sorted(path.name for path in (workdir / "artifacts").iterdir())
     assert artifacts == ["00000_img0.jpg", "00002_00000.jpg"]  # nothing made of the secret
+
+
+def test_an_input_swapped_for_a_fifo_or_a_link_to_a_non_image_out_is_refused_unread(
+    weights: ResolvedWeights, tmp_path: Path
+) -> None:
+    """Nothing reads the swapped name before the check where it is opened, not even the header
+    check: a FIFO would block the lane for good, and a header read outside the roots would tell
+    the client what lies there."""
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    images = make_images(data, 3)
+    outside.mkdir()
+    (outside / "passwd").write_text("root:x:0:0\n")
+    ctx = RecordingContext().context(tmp_path / "job", images, imgsz=64)
+    images[1].unlink()
+    images[1].symlink_to(outside / "passwd")
+    images[2].unlink()
+    os.mkfifo(images[2])  # opened for reading, it would wait for a writer
+    runner = YoloInferenceRunner(fixed_resolver({"tiny": weights}), data_roots=[data])
+    ran: list[JobResult] = []
+    thread = threading.Thread(target=lambda: ran.append(runner.run(ctx)), daemon=True)
+
+    thread.start()
+    thread.join(60)
+
+    if thread.is_alive():  # let the blocked open go before failing
+        os.close(os.open(images[2], os.O_WRONLY | os.O_NONBLOCK))
+    assert ran, "the run blocked on the FIFO"
+    entries = ran[0].detail["images"]
+    assert "detections" in entries[0]
+    assert entries[1]["error"] == "refused: the file now leads outside the data roots"
+    assert entries[2]["error"] == "refused: not a regular file"
 
 
 # --- through the API: 422 with a code, never a 500 ---

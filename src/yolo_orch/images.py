@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 from yolo_orch.errors import InvalidJob
 
@@ -42,7 +43,8 @@ def pixel_refusal(path: Path, max_pixels: int) -> str | None:
     `max_pixels` pixels; None otherwise, also when no header can be read (the decoder then
     says what is wrong). Blocking."""
     try:
-        size = _header_size(path)
+        with path.open("rb") as file:
+            size = _header_size(file)
     except (OSError, _NoImageHeader):
         return None
     return _over(size, max_pixels)
@@ -58,11 +60,15 @@ def refuse_oversized(files: Iterable[Mapping[str, str]], max_pixels: int) -> Non
             raise InvalidJob(f"upload {file['name']!r}: {refused}", code="image_too_large")
 
 
-def decode_refusal(path: Path, max_pixels: int) -> str | None:
-    """Why the image at `path` must not be decoded: the file cannot be read, has no image header
-    that Pillow knows, or has more than `max_pixels` pixels; None when it may be. Blocking."""
+def decode_refusal(file: BinaryIO, max_pixels: int) -> str | None:
+    """Why the image in the open `file` must not be decoded: it cannot be read, has no image
+    header that Pillow knows, or has more than `max_pixels` pixels; None when it may be. The
+    file is read from its start and left there again: it is opened once, by whoever checked
+    where it lies (a name opened again could since lead somewhere else). Blocking."""
     try:
-        size = _header_size(path)
+        file.seek(0)
+        size = _header_size(file)
+        file.seek(0)
     except _NoImageHeader:
         return UNDECODABLE
     except OSError as e:
@@ -89,24 +95,23 @@ def _over(size: tuple[int, int] | None, max_pixels: int) -> str | None:
     )
 
 
-def _header_size(path: Path) -> tuple[int, int] | None:
+def _header_size(file: BinaryIO) -> tuple[int, int] | None:
     """(width, height) from the header; None when Pillow refused it as a decompression bomb
     (over twice its own limit, which `limit_decoders` sets). `_NoImageHeader` when no format
-    reads the header, `OSError` when the file cannot be opened."""
+    reads the header."""
     from PIL import Image  # imported on first use: the settings import this module
 
-    with path.open("rb") as file:
-        try:
-            with warnings.catch_warnings():
-                # Pillow warns past its own limit (the size is compared here instead), and about
-                # formats it could not try.
-                warnings.simplefilter("ignore")
-                with Image.open(file) as image:
-                    return image.size
-        except Image.DecompressionBombError:
-            return None
-        except Exception as e:  # bytes from a client: every way a header fails is no image
-            raise _NoImageHeader(str(e)) from e
+    try:
+        with warnings.catch_warnings():
+            # Pillow warns past its own limit (the size is compared here instead), and about
+            # formats it could not try.
+            warnings.simplefilter("ignore")
+            with Image.open(file) as image:
+                return image.size
+    except Image.DecompressionBombError:
+        return None
+    except Exception as e:  # bytes from a client: every way a header fails is no image
+        raise _NoImageHeader(str(e)) from e
 
 
 def _pillow_limit(max_pixels: int) -> int:

@@ -3,7 +3,7 @@
 Clients name files relative to a root, globs allowed. Whatever they write, the files a job gets
 are regular files whose real path (symlinks followed) lies inside one of the roots; resolving
 them is bounded in entries visited and in time (`paths.WalkBudget`). At run time each file is
-checked again where it is opened (`read_contained`): what was inside the roots at submission
+checked again where it is opened (`open_contained`): what was inside the roots at submission
 may have been swapped for a symlink since.
 """
 
@@ -107,16 +107,6 @@ def check_relative(pattern: str) -> None:
         raise PathOutsideRoots(pattern, "absolute paths are not allowed")
     if ".." in PurePosixPath(pattern).parts:
         raise PathOutsideRoots(pattern, "'..' is not allowed")
-
-
-def read_contained(path: Path, roots: Sequence[Path]) -> bytes:
-    """The bytes of the regular file at `path`, read only if it lies inside one of `roots`
-    where it is opened (see `open_contained`). Raises `InvalidJobInput` saying why not."""
-    with open_contained(path, roots) as file:
-        try:
-            return file.read()
-        except OSError as e:
-            raise InvalidJobInput(f"cannot read the file: {e.strerror or e}") from None
 
 
 @contextmanager

@@ -19,7 +19,7 @@ import anyio.to_thread
 from yolo_orch import images
 from yolo_orch.domain import Job, JobKind
 from yolo_orch.errors import InvalidJobInput
-from yolo_orch.inputs import open_contained, opened_name
+from yolo_orch.inputs import open_contained
 from yolo_orch.jobfiles import INPUTS_DIR
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.ray_cluster.node_cache import VariantOffer, WeightsOffer
@@ -206,8 +206,7 @@ def _read_input(source: InputFile, roots: list[Path], max_pixels: int, budget: i
     try:
         with open_contained(source.path, roots) as file:
             if not is_video(source.path):
-                opened = Path(opened_name(file, source.path))
-                reason = images.decode_refusal(opened, max_pixels)
+                reason = images.decode_refusal(file, max_pixels)
             if reason is None:
                 data = _read_within(file, budget)
                 if data is None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 from yolo_orch import images
 from yolo_orch.domain import JsonObject
 from yolo_orch.errors import InvalidJobInput
-from yolo_orch.inputs import read_contained
+from yolo_orch.inputs import open_contained
 
 if TYPE_CHECKING:
     import numpy as np
@@ -116,13 +116,16 @@ def decode_image(source: Path, roots: Sequence[Path], max_pixels: int) -> NDArra
     import cv2
     import numpy as np
 
-    refused = images.decode_refusal(source, max_pixels)
-    if refused is not None:
-        return refused
     try:
-        data = np.frombuffer(read_contained(source, roots), dtype=np.uint8)
+        with open_contained(source, roots) as file:  # the header is read from what was checked
+            refused = images.decode_refusal(file, max_pixels)
+            if refused is not None:
+                return refused
+            data = np.frombuffer(file.read(), dtype=np.uint8)
     except InvalidJobInput as e:
         return e.message
+    except OSError as e:
+        return f"cannot read the file: {e.strerror or e}"
     image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
     if image is None:
         return "cannot decode the file as an image"
