@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import ast
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
+from yolo_orch import safe_yaml
 from yolo_orch.errors import ExportDependencyMissing, InvalidJob
 from yolo_orch.variants import ENTRY_NAMES, UNIMPORTABLE_SUFFIXES, ExportFormat
 
 MAX_ARCHIVE_MEMBERS = 16
 CHUNK_BYTES = 1 << 20
+MAX_METADATA_BYTES = 1 << 20
+"""Of an OpenVINO model's metadata.yaml, and of each ultralytics entry in an ONNX file's
+metadata: the class names of a model fit (they are under `max_class_names_bytes`)."""
+METADATA_NODES_BESIDES_NAMES = 1000
 
 
 @dataclass(frozen=True)
@@ -53,12 +59,14 @@ def importable_format(file_name: str) -> ExportFormat:
     )
 
 
-def describe(entry: Path, export_format: ExportFormat) -> ExportedMetadata:
-    """The ultralytics metadata of a staged ONNX file or OpenVINO folder."""
+def describe(entry: Path, export_format: ExportFormat, max_names: int) -> ExportedMetadata:
+    """The ultralytics metadata of a staged ONNX file or OpenVINO folder, whose class names
+    are read only up to `max_names` of them (the model's count: a variant with more is not one
+    of it)."""
     if export_format is ExportFormat.ONNX:
         return _describe_onnx(entry)
     if export_format is ExportFormat.OPENVINO:
-        return _describe_openvino(entry)
+        return _describe_openvino(entry, max_names)
     raise InvalidJob(f"{export_format} files cannot be imported", code="format_not_importable")
 
 
@@ -80,14 +88,19 @@ def unpack_openvino_zip(archive: Path, target: Path, max_bytes: int) -> None:
                 name = PurePosixPath(info.filename).name
                 if name in {"", ".", ".."} or "\\" in name:
                     raise _bad_archive(f"it holds a file named {info.filename!r}")
-                with zipped.open(info) as reader, (target / name).open("xb") as writer:
-                    while chunk := reader.read(min(CHUNK_BYTES, left + 1)):
-                        left -= len(chunk)
-                        if left < 0:
-                            raise _bad_archive(f"it unpacks to more than {max_bytes} bytes")
-                        writer.write(chunk)
-    except zipfile.BadZipFile as e:
-        raise _bad_archive(str(e)) from None
+                try:
+                    with zipped.open(info) as reader, (target / name).open("xb") as writer:
+                        while chunk := reader.read(min(CHUNK_BYTES, left + 1)):
+                            left -= len(chunk)
+                            if left < 0:
+                                raise _bad_archive(f"it unpacks to more than {max_bytes} bytes")
+                            writer.write(chunk)
+                except FileExistsError:
+                    raise _bad_archive(f"it holds two files named {name!r}") from None
+    # What zipfile raises for an archive it cannot read: damaged, encrypted (RuntimeError),
+    # compressed in a way it does not implement (deflate64, ...).
+    except (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError) as e:
+        raise _bad_archive(f"{type(e).__name__}: {e}") from None
 
 
 def entry_of(folder: Path, export_format: ExportFormat) -> Path:
@@ -108,20 +121,31 @@ def _describe_onnx(path: Path) -> ExportedMetadata:
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
         raise _bad_variant("it keeps weights in external files; import a single-file model")
     props = {prop.key: prop.value for prop in model.metadata_props}
+    if any(
+        len(props.get(key, "")) > MAX_METADATA_BYTES for key in ("names", "imgsz", "batch", "args")
+    ):
+        raise _bad_variant(f"its metadata takes more than {MAX_METADATA_BYTES} bytes")
     try:
         values = {key: ast.literal_eval(props[key]) for key in ("names", "imgsz", "batch")}
         args = ast.literal_eval(props.get("args", "{}"))
-    except (KeyError, ValueError, SyntaxError):
+    # literal_eval builds what it parses: a nesting too deep is a RecursionError or MemoryError
+    except (KeyError, ValueError, SyntaxError, RecursionError, MemoryError):
         raise _bad_variant("it carries no ultralytics metadata (names, imgsz, batch)") from None
     return _metadata({"task": props.get("task"), **values, "args": args})
 
 
-def _describe_openvino(folder: Path) -> ExportedMetadata:
+def _describe_openvino(folder: Path, max_names: int) -> ExportedMetadata:
     xmls = sorted(folder.glob("*.xml"))
     if len(xmls) != 1 or not xmls[0].with_suffix(".bin").is_file():
         raise _bad_variant("an OpenVINO model is one .xml with its .bin")
     try:
-        raw = yaml.safe_load((folder / "metadata.yaml").read_text(encoding="utf-8"))
+        raw = safe_yaml.load_file(
+            folder / "metadata.yaml",
+            max_bytes=MAX_METADATA_BYTES,
+            max_nodes=2 * max_names + METADATA_NODES_BESIDES_NAMES,
+        )
+    except safe_yaml.YamlRefused as e:
+        raise _bad_variant(f"its metadata.yaml is refused: {e}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         raise _bad_variant("it has no readable metadata.yaml") from None
     if not isinstance(raw, dict):
@@ -132,19 +156,20 @@ def _describe_openvino(folder: Path) -> ExportedMetadata:
 def _metadata(raw: dict[str, Any]) -> ExportedMetadata:
     names, imgsz, args = raw.get("names"), raw.get("imgsz"), raw.get("args")
     args = args if isinstance(args, dict) else {}
-    if not isinstance(names, dict) or sorted(names) != list(range(len(names))):
+    ids = names if isinstance(names, dict) else None
+    if ids is None or any(type(key) is not int for key in ids) or sorted(ids) != [*range(len(ids))]:
         raise _bad_variant("its class names are not ids 0..n-1")
     sizes = imgsz if isinstance(imgsz, list | tuple) else [imgsz]
     square = {size for size in sizes if isinstance(size, int)}
     if len(square) != 1 or len(sizes) != len([s for s in sizes if isinstance(s, int)]):
-        raise _bad_variant(f"imgsz {imgsz!r} is not one square size")
+        raise _bad_variant(f"imgsz {repr(imgsz)[:80]} is not one square size")
     batch = raw.get("batch") or 1
     if not isinstance(batch, int) or batch < 1:
-        raise _bad_variant(f"batch {batch!r} is not a positive integer")
+        raise _bad_variant(f"batch {repr(batch)[:80]} is not a positive integer")
     quantize = args.get("quantize")
     return ExportedMetadata(
         task=str(raw.get("task") or "detect"),
-        class_names=tuple(str(names[i]) for i in range(len(names))),
+        class_names=tuple(str(ids[i]) for i in range(len(ids))),
         imgsz=square.pop(),
         batch=batch,
         dynamic=bool(args.get("dynamic")),

@@ -161,11 +161,14 @@ class VariantRegistry:
         self, model: Model, staged: Path, export_format: ExportFormat, source: str
     ) -> tuple[Variant, bool]:
         entry = entry_of(staged, export_format)
-        meta = await anyio.to_thread.run_sync(describe, entry, export_format)
+        meta = await anyio.to_thread.run_sync(
+            describe, entry, export_format, len(model.class_names)
+        )
         if (meta.task, meta.class_names) != (model.task, model.class_names):
             raise InvalidJob(
-                f"the file is a {meta.task} model with classes {list(meta.class_names)}; model "
-                f"{model.name!r} is a {model.task} model with classes {list(model.class_names)}",
+                f"the file is a {meta.task[:50]!r} model with classes "
+                f"{_preview(meta.class_names)}; model {model.name!r} is a {model.task} model "
+                f"with classes {_preview(model.class_names)}",
                 code="variant_mismatch",
             )
         manifest = await anyio.to_thread.run_sync(fingerprint_tree, staged)
@@ -237,3 +240,9 @@ async def _receive(chunks: AsyncIterator[bytes], target: Path, max_bytes: int) -
             if size > max_bytes:
                 raise BodyTooLarge(max_bytes, "the upload")
             await anyio.to_thread.run_sync(file.write, chunk)
+
+
+def _preview(names: tuple[str, ...], shown: int = 10) -> str:
+    """The first class names, each cut short: what a client brings may be megabytes of them."""
+    listed = ", ".join(repr(name[:40]) for name in names[:shown])
+    return f"[{listed}{', ...' if len(names) > shown else ''}] ({len(names)})"
