@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -175,3 +176,18 @@ def test_sha256_file_streams_large_files(tmp_path: Path) -> None:
     path.write_bytes(data)
 
     assert sha256_file(path) == hashlib.sha256(data).hexdigest()
+
+
+def test_an_archive_that_would_inflate_is_refused_before_loading(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.pt"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("archive/data.pkl", b"\0" * (64 << 20))  # 64 MiB in about 64 KB
+
+    with pytest.raises(InvalidWeights, match="unpacks to 67108864 bytes"):
+        inspect_checkpoint(bomb)
+
+
+def test_a_checkpoint_torch_saved_is_not_taken_for_one_that_inflates(checkpoint: Path) -> None:
+    with zipfile.ZipFile(checkpoint) as archive:
+        assert sum(info.file_size for info in archive.infolist()) <= checkpoint.stat().st_size
+    assert inspect_checkpoint(checkpoint).task == "detect"

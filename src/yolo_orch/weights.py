@@ -10,6 +10,7 @@ Call `configure_ultralytics` before the first call (it imports ultralytics).
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,10 @@ __all__ = [
 ]
 
 _CHUNK = 1 << 20
+_MAX_EXPANSION = 2
+"""torch saves the members of a checkpoint uncompressed: an archive that expands to more than
+twice its size is not one torch wrote, and unpacking it may cost minutes (a 400 KB `data.pkl`
+that inflates to 400 MB, then unpickled)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,7 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
         raise InvalidWeights(path, "no such file")
     if not _SafeLoad.SUPPORTED:  # torch < 2.6: safe_only would silently load unrestricted
         raise RuntimeError(f"torch {torch.__version__} cannot load checkpoints safely (needs 2.6+)")
+    _refuse_expanding(path)
     try:
         ckpt, _ = torch_safe_load(str(path), safe_only=True)  # type: ignore[no-untyped-call]
     except Exception as e:  # a file from outside: every way it fails to load is a bad file
@@ -93,6 +99,21 @@ def inspect_checkpoint(path: Path) -> CheckpointInfo:
         architecture=str(architecture) if architecture else None,
         ultralytics_version=str(version) if version else None,
     )
+
+
+def _refuse_expanding(path: Path) -> None:
+    """`InvalidWeights` for a zip archive whose members declare more bytes than torch's own
+    format would hold (an unreadable archive is left to the loader to refuse)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            declared = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return  # not a zip: the legacy format, or no checkpoint at all
+    size = path.stat().st_size
+    if declared > _MAX_EXPANSION * size + _CHUNK:
+        raise InvalidWeights(
+            path, f"it unpacks to {declared} bytes from {size}: not a checkpoint torch saved"
+        )
 
 
 def _served_task(path: Path, model: object) -> str:
@@ -118,7 +139,7 @@ def _class_names(path: Path, names: object) -> tuple[str, ...]:
         return tuple(str(n) for n in names)
     if not isinstance(names, dict) or not names:
         raise InvalidWeights(path, "the model has no class names")
-    if sorted(names) != list(range(len(names))):
+    if any(type(key) is not int for key in names) or sorted(names) != [*range(len(names))]:
         raise InvalidWeights(path, "class ids are not 0..n-1")
     return tuple(str(names[i]) for i in range(len(names)))
 
