@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import base64
 import io
+import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -164,3 +167,57 @@ async def test_max_det_is_capped_at_1000(client: httpx.AsyncClient) -> None:
     assert_problem(too_many, 422, "invalid_request")
     most = await client.post("/v1/jobs", json=sim_job(params={"max_det": 1000}))
     assert most.status_code == 202
+
+
+async def test_a_client_gone_mid_upload_is_no_server_error_and_leaves_nothing(
+    settings_factory: Callable[..., Settings], caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = settings_factory()
+    app = create_app(settings)
+    boundary = "b0undary"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\nsim\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="images"; filename="a.jpg"\r\n'
+        "Content-Type: image/jpeg\r\n\r\n"
+    ).encode() + b"\xff" * 1000
+    messages = iter(
+        [
+            {"type": "http.request", "body": head, "more_body": True},
+            {"type": "http.disconnect"},
+        ]
+    )
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return next(messages)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/jobs/inference",
+        "raw_path": b"/v1/jobs/inference",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"test"),
+            (b"content-type", f"multipart/form-data; boundary={boundary}".encode()),
+            (b"content-length", b"100000"),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }
+    async with serve(app) as client:
+        with caplog.at_level(logging.INFO):
+            await app(scope, receive, send)
+
+        assert sent[0]["status"] == 400
+        assert json.loads(sent[1]["body"])["code"] == "client_disconnected"
+        assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+        assert (await client.get("/v1/jobs")).json()["jobs"] == []
+    assert list(settings.jobs_dir.glob("*")) == []

@@ -67,7 +67,14 @@ def test_a_download_key_is_refused_and_never_runs(root: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("path", "../.."), ("path", "/"), ("train", "../../outside"), ("val", "/etc")],
+    [
+        ("path", "../.."),
+        ("path", "/"),
+        ("train", "../../outside"),
+        ("val", "/etc"),
+        ("path", "a\x00b"),  # no file has such a name; os.path would raise ValueError
+        ("train", "images/tr\x00ain"),
+    ],
 )
 def test_paths_that_leave_the_roots_are_refused(
     root: Path, tmp_path: Path, field: str, value: str

@@ -244,6 +244,10 @@ async def test_list_jobs_newest_first_with_filters_and_cursor(store: JobStore) -
         before_seq=None,
     )
     assert [job.id for job in both.jobs] == [jobs[3].id, jobs[0].id]
+    repeated = JobFilter(states=(JobState.QUEUED,) * 1000, kinds=(JobKind.TRAINING,) * 1000)
+    assert repeated == JobFilter(states=(JobState.QUEUED,), kinds=(JobKind.TRAINING,))
+    once = await store.list_jobs(repeated, limit=100, before_seq=None)  # one term, not 10^6
+    assert [job.id for job in once.jobs] == [jobs[9].id, jobs[6].id]
 
 
 async def test_next_queued_by_priority_then_submission_order(store: JobStore) -> None:

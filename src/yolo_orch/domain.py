@@ -257,6 +257,11 @@ class JobFilter:
     states: tuple[JobState, ...] = ()
     kinds: tuple[JobKind, ...] = ()
 
+    def __post_init__(self) -> None:
+        # Each once: a query repeating a value a thousand times asks for nothing more.
+        object.__setattr__(self, "states", tuple(dict.fromkeys(self.states)))
+        object.__setattr__(self, "kinds", tuple(dict.fromkeys(self.kinds)))
+
 
 @dataclass(frozen=True)
 class Page:

@@ -56,7 +56,10 @@ def client_path_errors(shown: str) -> Iterator[None]:
 
 def real_path(path: str | Path, shown: str) -> str:
     """`os.path.realpath`, which follows a chain of symlinks by recursion: a chain longer than
-    the interpreter's recursion limit is refused like a loop."""
+    the interpreter's recursion limit is refused like a loop; a name with a NUL byte (which
+    no file has: a data.yaml can still write one) is refused too."""
+    if "\x00" in str(path):
+        raise PathOutsideRoots(shown, "it contains a NUL byte")
     try:
         return os.path.realpath(path)
     except RecursionError:

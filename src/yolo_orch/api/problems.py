@@ -16,6 +16,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from yolo_orch import errors
 
@@ -263,7 +264,15 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(500, "internal_error", "the server failed to handle this request")
 
 
+async def _client_gone(request: Request, exc: Exception) -> JSONResponse:
+    """The client closed the connection while its body was read: nothing of it was kept, and
+    nobody reads the answer; not a server error."""
+    log.info("the client went away during %s %s", request.method, request.url.path)
+    return problem_response(400, "client_disconnected", "the request body ended early")
+
+
 def install_problem_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ClientDisconnect, _client_gone)
     app.add_exception_handler(errors.YoloOrchError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
