@@ -77,7 +77,7 @@ class DrainingServer(uvicorn.Server):
                 timeout_graceful_shutdown=5,
                 # httptools and uvloop (uvicorn[standard]), with problem JSON for the
                 # requests uvicorn cannot parse
-                http=problem_http_protocol(settings.max_header_bytes),
+                http=problem_http_protocol(settings.max_header_bytes, settings.header_timeout_s),
                 loop="uvloop",
             )
         )

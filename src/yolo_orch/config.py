@@ -195,6 +195,13 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest request line and headers (431 beyond).",
     )
+    header_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Seconds a request line and headers may take to arrive, from the connection's "
+        "opening or the request's first byte (408 and the connection closed beyond).",
+    )
     max_discard_bytes: int = Field(
         default=1 << 30,
         ge=0,

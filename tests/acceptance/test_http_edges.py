@@ -188,6 +188,38 @@ def test_headers_over_their_limit_get_a_431_problem(conn: Connection) -> None:
 
 
 @pytest.mark.acceptance
+def test_a_whole_head_over_its_limit_in_one_write_gets_a_431_problem(conn: Connection) -> None:
+    # Ended and sent at once: the parser reads all of it in one feed, and counts it.
+    conn.send(b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Padding: %s\r\n\r\n" % (b"a" * 60_000))
+    reply = conn.reply()
+    reply.problem(431, "headers_too_large")
+    assert conn.closed_by_server()
+
+
+@pytest.mark.acceptance
+def test_a_head_trickling_past_its_timeout_gets_a_408_problem(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    root = tmp_path_factory.mktemp("slow-heads")
+    server = Server(root / "data", root / "logs", "slow-heads", header_timeout_s=1)
+    connections: list[Connection] = []
+    try:
+        server.start()
+        idle, trickling, kept = (Connection(server) for _ in range(3))
+        connections += [idle, trickling, kept]
+        trickling.send(b"GET /healthz HTTP/1.1\r\nHost: te")  # and never the rest
+        kept.send(HEALTHZ)  # a head that arrives in time is served as ever
+        assert kept.reply().status == 200
+        for conn in (idle, trickling):
+            conn.reply().problem(408, "request_timeout")
+            assert conn.closed_by_server()
+    finally:
+        for conn in connections:
+            conn.close()
+        server.cleanup()
+
+
+@pytest.mark.acceptance
 def test_an_unsupported_transfer_coding_gets_a_501_problem(conn: Connection) -> None:
     conn.send(b"POST /v1/jobs HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: gzip\r\n\r\n")
     reply = conn.reply()

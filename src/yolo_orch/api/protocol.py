@@ -45,7 +45,14 @@ class HeadAsGet:
 
 
 DEFAULT_MAX_HEAD = 16 * 1024
+DEFAULT_HEAD_TIMEOUT_S = 30.0
 _MAX_REASON = 200
+_PER_HEADER = len(b": \r\n")
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback: httptools stops and uvicorn's `data_received` turns it
+    into `send_400_response`, which answers 431 instead."""
 
 
 class _CoalescingTransport:
@@ -78,11 +85,14 @@ class _CoalescingTransport:
 
 class ProblemHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, but a request it cannot parse (a bad request line or
-    header, an invalid `Transfer-Encoding`) is answered with problem JSON (400, 501), and a
-    request line and headers over `max_head_bytes` with a 431 (httptools sets no bound of its
-    own); each then closes the connection as uvicorn does."""
+    header, an invalid `Transfer-Encoding`) is answered with problem JSON (400, 501), a request
+    line and headers over `max_head_bytes` with a 431 (httptools sets no bound of its own), and
+    a head that has not ended `head_timeout_s` after the connection opened or the request began
+    with a 408 (uvicorn has no such timeout: a client trickling a head would hold its
+    connection for ever); each then closes the connection as uvicorn does."""
 
     max_head_bytes = DEFAULT_MAX_HEAD
+    head_timeout_s = DEFAULT_HEAD_TIMEOUT_S
 
     def __init__(
         self,
@@ -95,19 +105,61 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         self._head_open = False
         """Between a message's first byte and the end of its headers."""
         self._head_bytes = 0
+        """Of an open head, counted by the feeds it spans (what the parser holds unparsed)."""
+        self._parsed_head_bytes = 0
+        """Of the head, counted by what the parser reports (a head that arrived in one feed)."""
+        self._head_too_large = False
         self._completed_in_feed = False
+        self._head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         coalescing = cast(asyncio.Transport, _CoalescingTransport(transport, self.loop))
         super().connection_made(coalescing)
+        self._time_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_timer()
+        super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._head_open, self._head_bytes = True, 0
+        self._head_open, self._head_bytes, self._parsed_head_bytes = True, 0, 0
+        self._time_head()
+
+    def on_url(self, url: bytes) -> None:
+        self._count_parsed(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_parsed(len(name) + len(value) + _PER_HEADER)
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._head_open = False
+        self._stop_head_timer()
         super().on_headers_complete()
+
+    def _count_parsed(self, size: int) -> None:
+        self._parsed_head_bytes += size
+        if self._parsed_head_bytes > self.max_head_bytes:
+            self._head_too_large = True
+            raise _HeadTooLarge
+
+    def _time_head(self) -> None:
+        self._stop_head_timer()
+        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+
+    def _stop_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        detail = f"the request line and headers did not arrive within {self.head_timeout_s:g} s"
+        self._send_problem(408, "request_timeout", detail)
 
     def on_message_complete(self) -> None:
         self._completed_in_feed = True
@@ -124,10 +176,16 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
             return
         self._head_bytes += len(data)
         if self._head_bytes > self.max_head_bytes:
-            detail = f"the request line and headers are larger than {self.max_head_bytes} bytes"
-            self._send_problem(431, "headers_too_large", detail)
+            self._send_too_large()
+
+    def _send_too_large(self) -> None:
+        detail = f"the request line and headers are larger than {self.max_head_bytes} bytes"
+        self._send_problem(431, "headers_too_large", detail)
 
     def send_400_response(self, msg: str) -> None:
+        if self._head_too_large:  # raised by `_count_parsed`, not a parse error
+            self._send_too_large()
+            return
         # uvicorn calls this from the `except` that caught the parser's error: the error, with
         # what was wrong, is the exception being handled.
         error = sys.exc_info()[1]
@@ -151,8 +209,10 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def problem_http_protocol(max_head_bytes: int) -> type[ProblemHttpToolsProtocol]:
-    """The protocol class for uvicorn's `http` setting, bounding heads at `max_head_bytes`."""
-    return type(
-        "ProblemHttpToolsProtocol", (ProblemHttpToolsProtocol,), {"max_head_bytes": max_head_bytes}
-    )
+def problem_http_protocol(
+    max_head_bytes: int, head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
+) -> type[ProblemHttpToolsProtocol]:
+    """The protocol class for uvicorn's `http` setting, bounding heads at `max_head_bytes` and
+    `head_timeout_s`."""
+    bounds = {"max_head_bytes": max_head_bytes, "head_timeout_s": head_timeout_s}
+    return type("ProblemHttpToolsProtocol", (ProblemHttpToolsProtocol,), bounds)
