@@ -10,14 +10,23 @@ import pytest
 from PIL import Image
 
 from tests.hostile import png_bomb
+from yolo_orch import images
 from yolo_orch.errors import InvalidJob
 from yolo_orch.images import (
     UNDECODABLE,
-    decode_refusal,
     limit_decoders,
     pixel_refusal,
     refuse_oversized,
 )
+from yolo_orch.runners.decode import decode_image
+
+
+def decode_refusal(path: Path, max_pixels: int) -> str | None:
+    """`images.decode_refusal` of the file at `path`, opened here."""
+    with path.open("rb") as file:
+        refused = images.decode_refusal(file, max_pixels)
+        assert file.tell() == 0  # left at its start for the reader
+        return refused
 
 
 @pytest.fixture(autouse=True)
@@ -77,9 +86,9 @@ def test_a_file_that_is_no_image_is_not_decoded(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_cannot_be_read(tmp_path: Path) -> None:
-    refused = decode_refusal(tmp_path / "gone.jpg", 50_000_000)
+    refused = decode_image(tmp_path / "gone.jpg", [tmp_path], 50_000_000)
 
-    assert refused is not None
+    assert isinstance(refused, str)
     assert refused.startswith("cannot read the file")
     assert pixel_refusal(tmp_path / "gone.jpg", 50_000_000) is None
 

@@ -67,8 +67,10 @@ def decode_refusal(file: BinaryIO, max_pixels: int) -> str | None:
     where it lies (a name opened again could since lead somewhere else). Blocking."""
     try:
         file.seek(0)
-        size = _header_size(file)
-        file.seek(0)
+        try:
+            size = _header_size(file)
+        finally:
+            file.seek(0)
     except _NoImageHeader:
         return UNDECODABLE
     except OSError as e:
