@@ -103,3 +103,14 @@ def test_uploads_over_the_limit_are_refused_by_name(photo: Path, tmp_path: Path)
 
     assert caught.value.code == "image_too_large"
     assert caught.value.message.startswith("upload 'big.png': ")
+
+
+def test_a_small_header_in_front_of_a_huge_file_is_not_read(photo: Path, tmp_path: Path) -> None:
+    padded = tmp_path / "padded.jpg"
+    padded.write_bytes(photo.read_bytes())
+    with padded.open("r+b") as file:
+        file.truncate(1 << 30)  # sparse: 1 GiB behind a 300x200 header
+
+    refused = decode_refusal(padded, 50_000_000)
+
+    assert refused == ("the file holds 1073741824 bytes, more than an image of 300x200 needs")

@@ -191,3 +191,11 @@ def test_a_checkpoint_torch_saved_is_not_taken_for_one_that_inflates(checkpoint:
     with zipfile.ZipFile(checkpoint) as archive:
         assert sum(info.file_size for info in archive.infolist()) <= checkpoint.stat().st_size
     assert inspect_checkpoint(checkpoint).task == "detect"
+
+
+def test_a_file_that_is_no_zip_archive_is_refused_before_unpickling(tmp_path: Path) -> None:
+    plain = tmp_path / "legacy.pt"
+    plain.write_bytes(pickle.PROTO + b"\x02" + b"N0" * (4 << 20) + b"N.")  # 8 MiB of no-ops
+
+    with pytest.raises(InvalidWeights, match="not a zip archive"):
+        inspect_checkpoint(plain)

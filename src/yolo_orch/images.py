@@ -8,6 +8,7 @@ HDR, OpenEXR) with a limit of its own of 2^30 pixels, as floats.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -27,6 +28,12 @@ __all__ = [
 DEFAULT_MAX_IMAGE_PIXELS = 50_000_000
 """A 48 MP camera photo (8000 x 6000) fits: 144 MB as BGR."""
 UNDECODABLE = "cannot decode the file as an image"
+MAX_BYTES_PER_PIXEL = 8
+"""The most any encoding stores per pixel uncompressed (16-bit RGBA), so a file larger than its
+pixels need (plus `METADATA_SLACK`) carries something else: a valid small header in front of
+gigabytes would otherwise be read whole into memory."""
+METADATA_SLACK = 16 << 20
+"""EXIF, ICC profiles, thumbnails."""
 
 
 def limit_decoders(max_pixels: int) -> None:
@@ -71,10 +78,13 @@ def decode_refusal(file: BinaryIO, max_pixels: int) -> str | None:
             size = _header_size(file)
         finally:
             file.seek(0)
+        stored = os.fstat(file.fileno()).st_size
     except _NoImageHeader:
         return UNDECODABLE
     except OSError as e:
         return f"cannot read the file: {e.strerror or e}"
+    if size is not None and stored > MAX_BYTES_PER_PIXEL * size[0] * size[1] + METADATA_SLACK:
+        return f"the file holds {stored} bytes, more than an image of {size[0]}x{size[1]} needs"
     return _over(size, max_pixels)
 
 

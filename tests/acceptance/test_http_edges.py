@@ -213,6 +213,18 @@ def test_a_head_trickling_past_its_timeout_gets_a_408_problem(
         for conn in (idle, trickling):
             conn.reply().problem(408, "request_timeout")
             assert conn.closed_by_server()
+        # A long poll answered after the timeout, with a pipelined head unfinished behind it:
+        # the answer comes whole, then the unfinished head gets its 408.
+        with server.client() as client:
+            job = submit(client, sim_inference("a.jpg", sim_seconds=2.5))
+        polling = Connection(server)
+        connections.append(polling)
+        poll = f"GET /v1/jobs/{job['id']} HTTP/1.1\r\nHost: test\r\nPrefer: wait=10\r\n\r\n"
+        polling.send(poll.encode() + b"GET /healthz HTTP/1.1\r\nHost: te")
+        answer = polling.reply()
+        assert answer.status == 200
+        assert json.loads(answer.body)["state"] == "succeeded"
+        polling.reply().problem(408, "request_timeout")
     finally:
         for conn in connections:
             conn.close()

@@ -158,6 +158,11 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer = None
         if self.transport.is_closing():
             return
+        if self.cycle is not None and not self.cycle.response_complete:
+            # A pipelined head waits on the answer before it (uvicorn reads no more until
+            # then): its time starts again, the answer being sent is not cut off.
+            self._time_head()
+            return
         detail = f"the request line and headers did not arrive within {self.head_timeout_s:g} s"
         self._send_problem(408, "request_timeout", detail)
 
