@@ -3,7 +3,7 @@ trains on the dataset, into the registry and so into every `GET /v1/models`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from yolo_orch.errors import InvalidJob
@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_MAX_CLASS_NAMES",
     "DEFAULT_MAX_CLASS_NAMES_BYTES",
     "ClassNameLimits",
+    "in_id_order",
 ]
 
 DEFAULT_MAX_CLASS_NAMES = 10_000
@@ -43,3 +44,12 @@ class ClassNameLimits:
 
 
 DEFAULT_CLASS_NAME_LIMITS = ClassNameLimits()
+
+
+def in_id_order(names: Mapping[object, object]) -> list[object] | None:
+    """The values of a class-id-to-name mapping in id order, when its keys are exactly the
+    ints 0..n-1 (not bools, floats or strings); None otherwise."""
+    ids = [key for key in names if isinstance(key, int) and not isinstance(key, bool)]
+    if sorted(ids) != [*range(len(names))]:
+        return None
+    return [names[i] for i in range(len(names))]

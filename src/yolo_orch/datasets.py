@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from yolo_orch import safe_yaml
-from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
+from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits, in_id_order
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
 from yolo_orch.inputs import check_relative
 from yolo_orch.paths import client_path_errors, real_path
@@ -235,12 +235,12 @@ def _names(value: object, file: str, limits: ClassNameLimits) -> tuple[str, ...]
     if isinstance(value, list) and value and all(isinstance(n, str) for n in value):
         names: list[str] = value
     elif isinstance(value, dict) and value and all(isinstance(n, str) for n in value.values()):
-        ids = [k for k in value if isinstance(k, int) and not isinstance(k, bool)]
-        if sorted(ids) != list(range(len(value))):
+        ordered = in_id_order(value)
+        if ordered is None:
             raise InvalidJob(
                 f"{file}: names must map class ids 0..n-1 to strings", "invalid_dataset"
             )
-        names = [value[i] for i in range(len(value))]
+        names = [str(name) for name in ordered]
     else:
         raise InvalidJob(
             f"{file} needs 'names': a non-empty list of strings, or a mapping of class id to name",

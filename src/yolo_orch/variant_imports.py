@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from yolo_orch import safe_yaml
+from yolo_orch.class_names import in_id_order
 from yolo_orch.errors import ExportDependencyMissing, InvalidJob
 from yolo_orch.variants import ENTRY_NAMES, UNIMPORTABLE_SUFFIXES, ExportFormat
 
@@ -156,8 +157,8 @@ def _describe_openvino(folder: Path, max_names: int) -> ExportedMetadata:
 def _metadata(raw: dict[str, Any]) -> ExportedMetadata:
     names, imgsz, args = raw.get("names"), raw.get("imgsz"), raw.get("args")
     args = args if isinstance(args, dict) else {}
-    ids = names if isinstance(names, dict) else None
-    if ids is None or any(type(key) is not int for key in ids) or sorted(ids) != [*range(len(ids))]:
+    ordered = in_id_order(names) if isinstance(names, dict) else None
+    if ordered is None:
         raise _bad_variant("its class names are not ids 0..n-1")
     sizes = imgsz if isinstance(imgsz, list | tuple) else [imgsz]
     square = {size for size in sizes if isinstance(size, int)}
@@ -169,7 +170,7 @@ def _metadata(raw: dict[str, Any]) -> ExportedMetadata:
     quantize = args.get("quantize")
     return ExportedMetadata(
         task=str(raw.get("task") or "detect"),
-        class_names=tuple(str(ids[i]) for i in range(len(ids))),
+        class_names=tuple(str(name) for name in ordered),
         imgsz=square.pop(),
         batch=batch,
         dynamic=bool(args.get("dynamic")),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from yolo_orch.class_names import in_id_order
 from yolo_orch.errors import InvalidWeights, ModelTampered
 from yolo_orch.params.inference import INFERENCE_TASKS
 
@@ -30,8 +31,9 @@ __all__ = [
 _CHUNK = 1 << 20
 _MAX_EXPANSION = 2
 """torch saves the members of a checkpoint uncompressed: an archive that expands to more than
-twice its size is not one torch wrote, and unpacking it may cost minutes (a 400 KB `data.pkl`
-that inflates to 400 MB, then unpickled)."""
+twice its size (plus `_EXPANSION_SLACK`) is not one torch wrote, and unpacking it may cost
+minutes (a 400 KB `data.pkl` that inflates to 400 MB, then unpickled)."""
+_EXPANSION_SLACK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def _refuse_unlike_torch(path: Path) -> None:
             "torch.save to import it",
         ) from None
     size = path.stat().st_size
-    if declared > _MAX_EXPANSION * size + _CHUNK:
+    if declared > _MAX_EXPANSION * size + _EXPANSION_SLACK:
         raise InvalidWeights(
             path, f"it unpacks to {declared} bytes from {size}: not a checkpoint torch saved"
         )
@@ -145,9 +147,10 @@ def _class_names(path: Path, names: object) -> tuple[str, ...]:
         return tuple(str(n) for n in names)
     if not isinstance(names, dict) or not names:
         raise InvalidWeights(path, "the model has no class names")
-    if any(type(key) is not int for key in names) or sorted(names) != [*range(len(names))]:
+    ordered = in_id_order(names)
+    if ordered is None:
         raise InvalidWeights(path, "class ids are not 0..n-1")
-    return tuple(str(names[i]) for i in range(len(names)))
+    return tuple(str(name) for name in ordered)
 
 
 def _first_line(e: BaseException) -> str:
