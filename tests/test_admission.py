@@ -31,7 +31,10 @@ async def quick(ctx: RunContext) -> JobResult:
 class ScriptedExecutor:
     """Runs each job as a coroutine and checks that no lane ever runs more than its slots."""
 
-    def __init__(self, slots: int, behaviour: Behaviour = quick) -> None:
+    def __init__(
+        self, slots: int, behaviour: Behaviour = quick, *, starts_unclaimed: bool = False
+    ) -> None:
+        self.starts_unclaimed = starts_unclaimed
         self.slots = slots
         self.behaviour = behaviour
         self.active: Counter[str] = Counter()

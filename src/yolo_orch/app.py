@@ -146,6 +146,8 @@ async def _start(
 
     if runtime is None:
         runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
+    files = JobFiles(settings.jobs_dir, settings.max_result_bytes, settings.inline_result_bytes)
+    stack.callback(files.starts.close)
     cluster = None
     executor: Executor
     if settings.executor == "ray":
@@ -155,8 +157,7 @@ async def _start(
         lanes, executor = cluster.lanes, cluster.executor
     else:
         lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
-        executor = ThreadExecutor(runtime, lanes.total_slots)
-    files = JobFiles(settings.jobs_dir, settings.max_result_bytes, settings.inline_result_bytes)
+        executor = ThreadExecutor(runtime, lanes.total_slots, files.starts)
     if telemetry is None and settings.gpu_telemetry:
         telemetry = GpuTelemetry()
     if telemetry is not None:

@@ -13,17 +13,18 @@ import anyio.to_thread
 
 from yolo_orch.admission import Lane, Lanes
 from yolo_orch.batching import BatchOutcome, BatchPolicy, companions, image_count
+from yolo_orch.claims import Claims
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import (
     ErrorCode,
     Job,
     JobError,
-    JobState,
     Outcome,
     Progress,
     QueueOrder,
+    claimed,
 )
-from yolo_orch.errors import JobAlreadyFinished, RunLost
+from yolo_orch.errors import RunLost
 from yolo_orch.executor import Executor
 from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
@@ -31,9 +32,9 @@ from yolo_orch.logs import current_job
 from yolo_orch.queue_head import QueueHead
 from yolo_orch.recovery import settle_left_running
 from yolo_orch.run_limits import RunLimits
-from yolo_orch.run_records import OnRunEnd, ProgressWriter, record_outcomes
+from yolo_orch.run_records import OnRunEnd, ProgressWriter, fail_beside, record_outcomes
 from yolo_orch.runners.base import RunContext
-from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, with_result_kept
+from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, run_context, with_result_kept
 from yolo_orch.store.base import JobStore
 from yolo_orch.watchdog import Watchdog
 
@@ -71,6 +72,7 @@ class Dispatcher:
         self._batching = batching or BatchPolicy()
         self._on_batch = on_batch
         self._runs: dict[str, Run] = {}
+        self._claims = Claims(store, files.starts)
         self._head = QueueHead(store)
         self._stopping = False
         self._admitting = asyncio.Lock()
@@ -260,21 +262,27 @@ class Dispatcher:
     async def _claim(self, batch: Batch, jobs: list[Job]) -> None:
         """Claim `jobs` (registered) for `batch`; those cancelled meanwhile are let go."""
         devices = tuple(lane.id for lane in batch.lanes)
-        now = utcnow()
-        claims = await asyncio.gather(
-            *(self._store.claim(job.id, devices, now) for job in jobs), return_exceptions=True
-        )
+        claims = await self._claims.take(jobs, devices, utcnow())
         started = asyncio.get_running_loop().time()
-        for job, claimed in zip(jobs, claims, strict=True):
+        for job, claimed_job in zip(jobs, claims, strict=True):
             run = self._runs[job.id]
-            if not isinstance(claimed, Job):  # None: cancelled meanwhile
+            if claimed_job is None:
                 self._runs.pop(job.id, None)
                 self._lanes.unride(job.id, batch.lanes)
                 batch.runs.remove(run)
-                if isinstance(claimed, BaseException):
-                    log.error("could not claim job %s", job.id, exc_info=claimed)
-                continue
-            self._took(batch, run, claimed, started)
+            else:
+                self._took(batch, run, claimed_job, started)
+
+    def _claim_meanwhile(self, batch: Batch, jobs: list[Job]) -> asyncio.Task[set[str]]:
+        """Take `jobs` (registered) into `batch` as their claims will make them, and claim them
+        while their runs start (`Claims.meanwhile`)."""
+        devices = tuple(lane.id for lane in batch.lanes)
+        now = utcnow()
+        started = asyncio.get_running_loop().time()
+        runs = [self._runs[job.id] for job in jobs]
+        for job, run in zip(jobs, runs, strict=True):
+            self._took(batch, run, claimed(job, devices, now), started)
+        return self._claims.meanwhile(jobs, devices, now, [run.cancel for run in runs])
 
     def _took(self, batch: Batch, run: Run, job: Job, started: float) -> None:
         """A claimed job joins its batch; its time limits count from `started`."""
@@ -305,8 +313,18 @@ class Dispatcher:
     async def _run_batch(self, batch: Batch, jobs: list[Job]) -> None:
         """Claim `jobs` for `batch` (besides any it holds already), run and record them."""
         loop = asyncio.get_running_loop()
+        claiming: asyncio.Task[set[str]] | None = None
         try:
-            await self._claim(batch, jobs)
+            # A suspect of the last crash waits for its claim: its attempt is counted before
+            # it can crash the server again.
+            if (
+                self._executor.starts_unclaimed
+                and jobs
+                and not self._suspects & {j.id for j in jobs}
+            ):
+                claiming = self._claim_meanwhile(batch, jobs)
+            else:
+                await self._claim(batch, jobs)
             if not batch.jobs:
                 return
             batch.formed = loop.time()
@@ -320,13 +338,12 @@ class Dispatcher:
                 self._context(job, run) for job, run in zip(batch.jobs, batch.runs, strict=True)
             ]
             started = loop.time()
-            ran = await self._execute(batch, ctxs)
+            ran = list(zip(batch.jobs, await self._execute(batch, ctxs), strict=True))
+            if claiming is not None:  # a job cancelled before its claim has no outcome to record
+                unclaimed = await claiming
+                ran = [(job, outcome) for job, outcome in ran if job.id not in unclaimed]
             ended = await record_outcomes(
-                self._store,
-                self._executor,
-                zip(batch.jobs, ran, strict=True),
-                started,
-                self._on_run_end,
+                self._store, self._executor, ran, started, self._on_run_end
             )
             if len(ended) < len(ran):  # lost runs went back to the queue
                 self._head.forget()
@@ -362,22 +379,9 @@ class Dispatcher:
                 await self._claim(batch, joined)
 
     def _context(self, job: Job, run: Run) -> RunContext:
-        loop = asyncio.get_running_loop()
-
-        def report_progress(progress: Progress) -> None:  # called from the worker thread
-            # The loop is gone once a run was abandoned at shutdown.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._note_progress, run, progress)
-
         devices = tuple(lane.id for lane in run.lanes)
         log.info("job %s started on %s (attempt %d)", job.id, ", ".join(devices), job.attempt)
-        return RunContext(
-            job=job,
-            devices=devices,
-            workdir=self._files.workdir(job.id),
-            report_progress=report_progress,
-            should_cancel=run.cancel.is_set,
-        )
+        return run_context(job, run, self._files.workdir(job.id), self._note_progress)
 
     async def _poisoned(self, culprit: str, error: JobError) -> None:
         """Admit nothing more, fail the other jobs running in this CUDA context, and say the
@@ -385,19 +389,7 @@ class Dispatcher:
         log.critical("job %s hit a fatal CUDA error; the server must restart", culprit)
         self._stopping = True
         self.wake()
-        collateral = JobError(
-            ErrorCode.CUDA_FATAL,
-            f"the CUDA context of the server failed while this job ran (job {culprit}: "
-            f"{error.message})",
-        )
-        own = asyncio.current_task()
-        for run in list(self._runs.values()):
-            if run.job_id == culprit or run.task is None or run.task is own or not run.lanes:
-                continue  # its batch companions have the culprit's error as their own
-            run.cancel.set()
-            run.task.cancel()  # its own outcome is not recorded: this one is
-            with contextlib.suppress(JobAlreadyFinished):
-                await self._store.finish(run.job_id, Outcome(JobState.FAILED, collateral), utcnow())
+        await fail_beside(self._store, self._runs.values(), culprit, error)
         self.fatal.set()
 
     async def _execute(self, batch: Batch, ctxs: list[RunContext]) -> list[Outcome | RunLost]:

@@ -6,7 +6,7 @@ import enum
 import math
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
@@ -213,6 +213,19 @@ def model_name_from_file(file_name: str) -> str:
     # Leading and trailing dots go too: "." or ".." could not be addressed in a URL path.
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem)[:MODEL_NAME_MAX_LENGTH].strip("-.")
     return name or "model"
+
+
+def claimed(job: Job, devices: tuple[str, ...], now: datetime) -> Job:
+    """`job` (QUEUED) as its claim onto `devices` at `now` makes it: RUNNING, in its next
+    attempt."""
+    return replace(
+        job,
+        state=JobState.RUNNING,
+        devices=devices,
+        attempt=job.attempt + 1,
+        started_at=now,
+        progress=None,
+    )
 
 
 def after_interruption(job: Job, *, drained: bool = False) -> tuple[JobState, JobError | None]:

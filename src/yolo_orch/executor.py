@@ -18,6 +18,7 @@ import anyio.to_thread
 from yolo_orch.batching import BatchOutcome, run_batch
 from yolo_orch.domain import Job, JobResult
 from yolo_orch.runners.base import RunContext, Runtime
+from yolo_orch.start_journal import StartJournal
 from yolo_orch.telemetry import NodeReading
 
 _A = TypeVar("_A")
@@ -25,6 +26,12 @@ _R = TypeVar("_R")
 
 
 class Executor(Protocol):
+    starts_unclaimed: bool
+    """True: `run` and `run_batch` may be called while the jobs' claims are still being
+    committed (the outcome is recorded only after them), because a run ends with this process
+    and notes its start in the `StartJournal` first. False on a cluster, where a run outlives
+    the server and is re-attached only through its claim."""
+
     async def run(self, ctx: RunContext) -> JobResult:
         """Make the job's workdir and run the job to completion; cancelling the awaiting task
         abandons the run."""
@@ -46,22 +53,30 @@ class Executor(Protocol):
 
 
 class ThreadExecutor:
-    """Runs each job in a worker thread, at most `capacity` at once (the total lane slots)."""
+    """Runs each job in a worker thread, at most `capacity` at once (the total lane slots).
+    With `starts`, each run is noted there before it starts, and may start unclaimed."""
 
-    def __init__(self, runtime: Runtime, capacity: int) -> None:
+    def __init__(self, runtime: Runtime, capacity: int, starts: StartJournal | None = None) -> None:
         self._runtime = runtime
         self._limiter = anyio.CapacityLimiter(capacity)
+        self._starts = starts
+        self.starts_unclaimed = starts is not None
 
     async def run(self, ctx: RunContext) -> JobResult:
         runner = self._runtime.runner(ctx.job.kind)
         return await anyio.to_thread.run_sync(
-            _in_workdirs, runner.run, [ctx], ctx, limiter=self._limiter, abandon_on_cancel=True
+            self._in_workdirs,
+            runner.run,
+            [ctx],
+            ctx,
+            limiter=self._limiter,
+            abandon_on_cancel=True,
         )
 
     async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
         runner = self._runtime.runner(ctxs[0].job.kind)
         return await anyio.to_thread.run_sync(
-            _in_workdirs,
+            self._in_workdirs,
             partial(run_batch, runner),
             ctxs,
             ctxs,
@@ -69,20 +84,22 @@ class ThreadExecutor:
             abandon_on_cancel=True,
         )
 
+    def _in_workdirs(self, work: Callable[[_A], _R], ctxs: Sequence[RunContext], arg: _A) -> _R:
+        """In the worker thread: the start noted, the jobs' folders, then the work (one thread
+        hop for all)."""
+        if self._starts is not None:
+            self._starts.note(ctxs)
+        for ctx in ctxs:
+            with contextlib.suppress(FileExistsError):  # a folder made already needs no stat
+                ctx.workdir.mkdir(parents=True)
+        return work(arg)
+
     async def surviving(self, jobs: Sequence[Job]) -> set[str]:
         """None: a thread's run ends with its process."""
         return set()
 
     async def release(self, job_id: str) -> None:
         pass
-
-
-def _in_workdirs(work: Callable[[_A], _R], ctxs: Sequence[RunContext], arg: _A) -> _R:
-    """In the worker thread: the jobs' folders, then the work (one thread hop for both)."""
-    for ctx in ctxs:
-        with contextlib.suppress(FileExistsError):  # a folder made already needs no stat
-            ctx.workdir.mkdir(parents=True)
-    return work(arg)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 from yolo_orch import resultfile
+from yolo_orch.start_journal import StartJournal
 
 RESULT_FILE = "result.json"
 RESULT_INDEX = "result.index"
@@ -23,6 +24,7 @@ JOB_LOG = "job.log"
 METRICS_FILE = "metrics.json"
 """A training job's per-epoch losses and validation scores, rewritten after each epoch."""
 ABANDONED_FILE = ".abandoned-at-drain.json"
+STARTS_FILE = ".started.jsonl"
 ARTIFACTS_DIR = "artifacts"
 FRAMES_SUFFIX = ".frames.jsonl"
 """A video input's per-frame results, `{entry:05d}_{stem}.frames.jsonl`, in its artifacts."""
@@ -43,6 +45,7 @@ class JobFiles:
         """Job ids whose folder an upload request is filling and whose job is not committed
         yet: the orphan sweep leaves them be however long the request takes."""
         self._filling_lock = threading.Lock()
+        self.starts = StartJournal(root / STARTS_FILE)
 
     def workdir(self, job_id: str) -> Path:
         return self.root / job_id

@@ -12,8 +12,10 @@ import anyio.to_thread
 from yolo_orch.admission import Lane, Lanes
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import Job, JobState
+from yolo_orch.errors import JobNotFound
 from yolo_orch.executor import Executor
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.start_journal import Started
 from yolo_orch.store.base import JobStore
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,7 @@ async def settle_left_running(
 ) -> LeftRunning:
     # Read before the recovery: a drained job gets its attempt back.
     drained = await anyio.to_thread.run_sync(files.take_abandoned)
+    await _complete_claims(store, await anyio.to_thread.run_sync(files.starts.take))
     running = await store.running()
     by_id = {lane.id: lane for lane in lanes}
     on_lanes = [job for job in running if job.devices and set(job.devices) <= by_id.keys()]
@@ -50,3 +53,17 @@ async def settle_left_running(
             surviving.append((job, tuple(by_id[lane_id] for lane_id in job.devices)))
     suspects = {job.id for job in changed if job.state is JobState.QUEUED and job.id not in drained}
     return LeftRunning(changed, surviving, suspects)
+
+
+async def _complete_claims(store: JobStore, started: list[Started]) -> None:
+    """Claim the jobs whose runs started (`StartJournal`) and are still QUEUED in the attempt
+    before the one that run noted: their claims had not committed when the server died. They
+    are then RUNNING, as if the claims had landed, and the recovery settles them like the rest
+    (an interrupted attempt counted; a suspect)."""
+    for entry in started:
+        try:
+            job = await store.get(entry.job_id)
+        except JobNotFound:
+            continue
+        if job.state is JobState.QUEUED and job.attempt == entry.attempt - 1:
+            await store.claim(job.id, entry.devices, utcnow())

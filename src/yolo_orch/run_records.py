@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from yolo_orch.clock import utcnow
-from yolo_orch.domain import Job, Outcome, Progress
+from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress
 from yolo_orch.errors import JobAlreadyFinished, RunLost
 from yolo_orch.executor import Executor
 from yolo_orch.runs import Run
@@ -117,3 +117,21 @@ async def record_outcomes(
         except Exception:
             log.warning("could not release the run of job %s", job_id, exc_info=True)
     return ended
+
+
+async def fail_beside(store: JobStore, runs: Iterable[Run], culprit: str, error: JobError) -> None:
+    """`culprit` hit a sticky CUDA error (`error`): stop every other run of this process and
+    fail it as `cuda_fatal`, since its own outcome will not be recorded."""
+    collateral = JobError(
+        ErrorCode.CUDA_FATAL,
+        f"the CUDA context of the server failed while this job ran (job {culprit}: "
+        f"{error.message})",
+    )
+    own = asyncio.current_task()
+    for run in list(runs):
+        if run.job_id == culprit or run.task is None or run.task is own or not run.lanes:
+            continue  # its batch companions have the culprit's error as their own
+        run.cancel.set()
+        run.task.cancel()
+        with contextlib.suppress(JobAlreadyFinished):
+            await store.finish(run.job_id, Outcome(JobState.FAILED, collateral), utcnow())

@@ -4,10 +4,12 @@ becomes the job's outcome."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import anyio.to_thread
 
@@ -17,6 +19,7 @@ from yolo_orch.domain import Job, JobError, JobResult, JobState, Outcome, Progre
 from yolo_orch.errors import JobCancelled
 from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.runners.base import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,26 @@ class Batch:
 OnBatch = Callable[[str, int, float], None]
 """Called once per run on a lane that batches: the lane, the jobs sharing the run, and the
 seconds the batch waited for companions."""
+
+
+def run_context(
+    job: Job, run: Run, workdir: Path, note_progress: Callable[[Run, Progress], None]
+) -> RunContext:
+    """What the runner of `run` gets; its progress reports reach `note_progress` on this loop."""
+    loop = asyncio.get_running_loop()
+
+    def report_progress(progress: Progress) -> None:  # called from the worker thread
+        # The loop is gone once a run was abandoned at shutdown.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(note_progress, run, progress)
+
+    return RunContext(
+        job=job,
+        devices=tuple(lane.id for lane in run.lanes),
+        workdir=workdir,
+        report_progress=report_progress,
+        should_cancel=run.cancel.is_set,
+    )
 
 
 def outcome_of(run: Run, job_id: str, raw: BatchOutcome) -> Outcome:

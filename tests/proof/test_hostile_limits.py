@@ -108,7 +108,11 @@ def test_a_large_result_is_streamed_from_disk_whole_and_in_pages(
 
     def read_pages(_: int) -> int:
         seen, offset = 0, 0
-        with httpx.Client(timeout=60) as client:
+        # Parsing a page of 60,000 detections beside seven other readers can take this thread
+        # seconds; a connection idle for uvicorn's keep-alive timeout (5 s, httpx's own expiry
+        # too) may be closed by the server just as the next page is asked on it.
+        limits = httpx.Limits(keepalive_expiry=1.0)
+        with httpx.Client(timeout=60, limits=limits) as client:
             while offset is not None:
                 page = client.get(url, params={"offset": offset, "limit": 1000}).json()
                 seen += len(page["images"])

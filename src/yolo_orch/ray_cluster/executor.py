@@ -72,6 +72,9 @@ class NodeJobFailed(YoloOrchError):
 
 
 class RayExecutor:
+    starts_unclaimed = False
+    """A run outlives the server here: a restarted one re-attaches it through its claim."""
+
     def __init__(
         self,
         cluster: ClusterWatcher,

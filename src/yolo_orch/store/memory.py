@@ -26,6 +26,7 @@ from yolo_orch.domain import (
     Progress,
     QueueOrder,
     after_interruption,
+    claimed,
 )
 from yolo_orch.errors import (
     IdempotencyKeyReused,
@@ -149,16 +150,7 @@ class InMemoryJobStore(JobStore):
         job = await self.get(job_id)
         if job.state is not JobState.QUEUED:
             return None
-        return self._put(
-            replace(
-                job,
-                state=JobState.RUNNING,
-                devices=devices,
-                attempt=job.attempt + 1,
-                started_at=now,
-                progress=None,
-            )
-        )
+        return self._put(claimed(job, devices, now))
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         job = await self.get(job_id)

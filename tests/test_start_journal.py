@@ -1,0 +1,58 @@
+"""The journal of runs started on worker threads: what it keeps, what a crash may leave in it, and
+when it is emptied."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from yolo_orch.clock import utcnow
+from yolo_orch.domain import Job, JobKind, JobState, Progress
+from yolo_orch.runners.base import RunContext
+from yolo_orch.start_journal import TRIM_BYTES, Started, StartJournal
+
+
+def context(job_id: str, attempt: int, devices: tuple[str, ...] = ("sim:0",)) -> RunContext:
+    job = Job(
+        id=job_id,
+        seq=1,
+        kind=JobKind.INFERENCE,
+        state=JobState.RUNNING,
+        model="sim",
+        spec={},
+        priority=0,
+        gpus=len(devices),
+        attempt=attempt,
+        max_attempts=3,
+        created_at=utcnow(),
+        devices=devices,
+    )
+
+    def ignore(progress: Progress) -> None:
+        pass
+
+    return RunContext(job, devices, Path("/nonexistent"), ignore, lambda: False)
+
+
+def test_what_was_noted_is_taken_once_and_a_line_cut_short_is_skipped(tmp_path: Path) -> None:
+    journal = StartJournal(tmp_path / "jobs" / ".started.jsonl")
+    journal.note([context("a", 1), context("b", 2, ("sim:0", "sim:1"))])
+    journal.close()
+    with journal.path.open("ab") as file:
+        file.write(b'{"job": "c", "attem')  # the crash came mid-write
+    taken = StartJournal(journal.path).take()
+    assert taken == [Started("a", 1, ("sim:0",)), Started("b", 2, ("sim:0", "sim:1"))]
+    assert StartJournal(journal.path).take() == []
+    assert StartJournal(tmp_path / "never-written").take() == []
+
+
+def test_trim_empties_the_journal_only_once_it_is_large(tmp_path: Path) -> None:
+    journal = StartJournal(tmp_path / ".started.jsonl")
+    journal.note([context("a", 1)])
+    journal.trim()
+    assert journal.path.stat().st_size > 0
+    while journal.path.stat().st_size <= TRIM_BYTES:
+        journal.note([context("a", 1)])
+    journal.trim()
+    assert journal.path.stat().st_size == 0
+    journal.note([context("b", 1)])  # appends at the new end
+    assert [entry.job_id for entry in journal.take()] == ["b"]

@@ -1,0 +1,119 @@
+"""Runs that start while their claims are still being committed (`Executor.starts_unclaimed`):
+a cancel that wins the race stops the run and leaves the job cancelled, and a crash before the
+claim landed still counts the attempt (`StartJournal`)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from pathlib import Path
+
+from tests.test_admission import Harness, ScriptedExecutor
+from tests.test_start_journal import context
+from yolo_orch.admission import Lanes
+from yolo_orch.clock import utcnow
+from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.domain import ErrorCode, Job, JobError, JobKind, JobResult, JobState, NewJob
+from yolo_orch.errors import JobCancelled
+from yolo_orch.jobfiles import JobFiles
+from yolo_orch.runners.base import RunContext
+from yolo_orch.store.memory import InMemoryJobStore
+
+
+class HeldClaims(InMemoryJobStore):
+    """Claims wait until `open` is set, as behind a busy writer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = asyncio.Event()
+
+    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+        await self.open.wait()
+        return await super().claim(job_id, devices, now)
+
+
+async def test_a_run_starts_before_its_claim_and_a_cancel_meanwhile_stops_it(
+    tmp_path: Path,
+) -> None:
+    seen: list[tuple[str, int, JobState]] = []
+
+    async def behaviour(ctx: RunContext) -> JobResult:
+        seen.append((ctx.job.id, ctx.job.attempt, ctx.job.state))
+        while not ctx.should_cancel() and ctx.job.id == first.id:
+            await asyncio.sleep(0.001)
+        if ctx.should_cancel():
+            raise JobCancelled()
+        return JobResult(summary={})
+
+    store = HeldClaims()
+    executor = ScriptedExecutor(1, behaviour, starts_unclaimed=True)
+    lanes = Lanes(["sim:0"], 1)
+    dispatcher = Dispatcher(store, lanes, executor, JobFiles(tmp_path), progress_interval_s=0)
+    harness = Harness(store, lanes, dispatcher)
+    task = asyncio.create_task(dispatcher.run())
+    first = await harness.submit()
+    async with asyncio.timeout(5):
+        while not seen:
+            await asyncio.sleep(0.001)
+    assert seen == [(first.id, 1, JobState.RUNNING)]  # the run has the job as its claim makes it
+    assert (await store.get(first.id)).state is JobState.QUEUED  # not committed yet
+    await store.cancel(first.id, utcnow())
+    second = await harness.submit()
+    store.open.set()
+    jobs = {job.id: job for job in await harness.all_terminal()}
+    await dispatcher.drain(grace_s=5)
+    await task
+
+    assert (jobs[first.id].state, jobs[first.id].attempt) == (JobState.CANCELLED, 0)
+    assert (jobs[second.id].state, jobs[second.id].attempt) == (JobState.SUCCEEDED, 1)
+    assert [job_id for job_id, _, _ in seen] == [first.id, second.id]
+    assert lanes.free_slots == 1
+
+
+async def test_a_crash_before_the_claim_landed_counts_the_attempt_and_makes_a_suspect(
+    tmp_path: Path,
+) -> None:
+    store = InMemoryJobStore()
+    files = JobFiles(tmp_path)
+    started, again, stale = [
+        (await store.create(new, max_queued=10, now=utcnow()))[0]
+        for new in (
+            NewJob(kind=JobKind.INFERENCE, model="sim", spec={}, max_attempts=attempts)
+            for attempts in (3, 1, 3)
+        )
+    ]
+    # What the threads noted before the crash: `started` and `again` in their first attempts,
+    # and `stale` in an attempt its store record does not follow.
+    files.starts.note(
+        [context(started.id, 1), context(again.id, 1, ("sim:1",)), context(stale.id, 3)]
+    )
+    release = asyncio.Event()
+    order: list[str] = []
+
+    async def behaviour(ctx: RunContext) -> JobResult:
+        order.append(ctx.job.id)
+        await release.wait()
+        return JobResult(summary={})
+
+    lanes = Lanes(["sim:0", "sim:1"], 1)
+    dispatcher = Dispatcher(store, lanes, ScriptedExecutor(1, behaviour), files)
+    recovered = {job.id: job for job in await dispatcher.recover()}
+    assert (recovered[started.id].state, recovered[started.id].attempt) == (JobState.QUEUED, 1)
+    failed = recovered[again.id]
+    assert (failed.state, failed.attempt, failed.devices) == (JobState.FAILED, 1, ("sim:1",))
+    assert isinstance(failed.error, JobError)
+    assert failed.error.code is ErrorCode.INTERRUPTED
+    assert stale.id not in recovered
+    assert files.starts.take() == []  # taken at the recovery
+
+    task = asyncio.create_task(dispatcher.run())
+    harness = Harness(store, lanes, dispatcher)
+    await harness.wait_running(started)
+    await asyncio.sleep(0.05)
+    assert order == [started.id]  # a suspect runs alone: `stale` waits though a lane is free
+    release.set()
+    jobs = {job.id: job for job in await harness.all_terminal()}
+    await dispatcher.drain(grace_s=5)
+    await task
+    assert (jobs[started.id].state, jobs[started.id].attempt) == (JobState.SUCCEEDED, 2)
+    assert (jobs[stale.id].state, jobs[stale.id].attempt) == (JobState.SUCCEEDED, 1)
