@@ -157,7 +157,9 @@ async def _start(
         lanes, executor = cluster.lanes, cluster.executor
     else:
         lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
-        executor = ThreadExecutor(runtime, lanes.total_slots, files.starts)
+        threads = ThreadExecutor(runtime, lanes.total_slots, files.starts)
+        stack.callback(threads.close)
+        executor = threads
     if telemetry is None and settings.gpu_telemetry:
         telemetry = GpuTelemetry()
     if telemetry is not None:
