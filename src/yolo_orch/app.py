@@ -157,9 +157,7 @@ async def _start(
         lanes, executor = cluster.lanes, cluster.executor
     else:
         lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
-        threads = ThreadExecutor(runtime, lanes.total_slots, files.starts)
-        stack.callback(threads.close)
-        executor = threads
+        executor = ThreadExecutor(runtime, lanes.total_slots, files.starts)
     if telemetry is None and settings.gpu_telemetry:
         telemetry = GpuTelemetry()
     if telemetry is not None:

@@ -85,9 +85,9 @@ def companions(
     most: those with its batch key, but never one of lower priority than a job before it that
     cannot join (so a batch never lets lower-priority work overtake it). `excluded` jobs are
     passed over as if absent (already running); the scan ends at a `stop_at` job."""
+    key = batch_key(head)
     joined: list[Job] = []
-    key = batch_key(head) if room > 0 else None  # a job alone (the usual case) reads no files
-    if key is None:
+    if key is None or room <= 0:
         return joined
     blocking: int | None = None
     """The highest effective priority among the jobs passed over that could not join."""

@@ -6,14 +6,14 @@ too, on a Ray cluster's nodes; the dispatcher, the API and the store do not chan
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol, TypeVar
+
+import anyio
+import anyio.to_thread
 
 from yolo_orch.batching import BatchOutcome, run_batch
 from yolo_orch.domain import Job, JobResult
@@ -54,38 +54,35 @@ class Executor(Protocol):
 
 class ThreadExecutor:
     """Runs each job in a worker thread, at most `capacity` at once (the total lane slots).
-    With `starts`, each run is noted there before it starts, and may start unclaimed.
-
-    The threads are a standard `ThreadPoolExecutor`'s, reached through the loop's
-    `run_in_executor`: a hand-off costs the event loop 0.7-0.8 of what anyio's
-    `to_thread` does (BENCHMARKS.md), and needs none of its cancel scopes or limiter here: a
-    cancelled run is abandoned, and the pool's size is the limit. A run abandoned by a wedge
-    or a drain keeps its thread; then nothing more is admitted."""
+    With `starts`, each run is noted there before it starts, and may start unclaimed."""
 
     def __init__(self, runtime: Runtime, capacity: int, starts: StartJournal | None = None) -> None:
         self._runtime = runtime
-        self._threads = ThreadPoolExecutor(capacity, thread_name_prefix="yolo-orch-run")
+        self._limiter = anyio.CapacityLimiter(capacity)
         self._starts = starts
         self.starts_unclaimed = starts is not None
 
     async def run(self, ctx: RunContext) -> JobResult:
         runner = self._runtime.runner(ctx.job.kind)
-        return await self._in_thread(runner.run, [ctx], ctx)
+        return await anyio.to_thread.run_sync(
+            self._in_workdirs,
+            runner.run,
+            [ctx],
+            ctx,
+            limiter=self._limiter,
+            abandon_on_cancel=True,
+        )
 
     async def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
         runner = self._runtime.runner(ctxs[0].job.kind)
-        return await self._in_thread(partial(run_batch, runner), ctxs, ctxs)
-
-    def close(self) -> None:
-        """Idle threads end; a running one ends with its run."""
-        self._threads.shutdown(wait=False)
-
-    def _in_thread(
-        self, work: Callable[[_A], _R], ctxs: Sequence[RunContext], arg: _A
-    ) -> asyncio.Future[_R]:
-        # In the caller's context: the job it logs for (`logs.current_job`) goes with it.
-        in_context = partial(contextvars.copy_context().run, self._in_workdirs, work, ctxs, arg)
-        return asyncio.get_running_loop().run_in_executor(self._threads, in_context)
+        return await anyio.to_thread.run_sync(
+            self._in_workdirs,
+            partial(run_batch, runner),
+            ctxs,
+            ctxs,
+            limiter=self._limiter,
+            abandon_on_cancel=True,
+        )
 
     def _in_workdirs(self, work: Callable[[_A], _R], ctxs: Sequence[RunContext], arg: _A) -> _R:
         """In the worker thread: the start noted, the jobs' folders, then the work (one thread

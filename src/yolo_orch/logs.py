@@ -155,11 +155,9 @@ class _JobRecords(logging.handlers.QueueHandler):
             super().emit(record)
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        # The record itself, not the formatted copy the standard prepare makes for a queue to
-        # another process: the listener is a thread of this one, and formats it there, off
-        # the event loop (which logs each job's start and end).
-        record.job_id = getattr(record, "job_id", None) or current_job.get()
-        return record
+        prepared: logging.LogRecord = super().prepare(record)
+        prepared.job_id = getattr(record, "job_id", None) or current_job.get()
+        return prepared
 
 
 class JobLogs:
