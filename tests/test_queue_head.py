@@ -176,3 +176,30 @@ async def test_a_submission_during_a_read_is_not_lost() -> None:
     assert await reading == []
 
     assert await head.first(3, ORDER, now=0.1) == [job]
+
+
+async def test_a_read_leaves_out_started_jobs_whose_claims_it_may_not_see() -> None:
+    store = CountingStore()
+    running, queued = await add(store, 2)
+    head = QueueHead(store)
+    head.started({running.id})  # its claim is being committed: the store says queued still
+
+    assert await head.read(10, ORDER) == [queued]
+    head.claimed({running.id})
+    assert await head.read(10, ORDER) == [running, queued]  # what the store says is the truth
+
+
+async def test_a_claim_committed_while_a_read_was_under_way_is_left_out_of_it() -> None:
+    store = CountingStore()
+    running, queued = await add(store, 2)
+    head = QueueHead(store)
+    head.started({running.id})
+    store.during_read = asyncio.Event()
+    reading = asyncio.create_task(head.first(3, ORDER, now=0.0))
+    while store.reads == 0:
+        await asyncio.sleep(0)
+
+    head.claimed({running.id})  # committed after the read's snapshot: it shows the job queued
+    store.during_read.set()
+
+    assert await reading == [queued]

@@ -13,7 +13,16 @@ from tests.test_start_journal import context
 from yolo_orch.admission import Lanes
 from yolo_orch.clock import utcnow
 from yolo_orch.dispatcher import Dispatcher
-from yolo_orch.domain import ErrorCode, Job, JobError, JobKind, JobResult, JobState, NewJob
+from yolo_orch.domain import (
+    ErrorCode,
+    Job,
+    JobError,
+    JobKind,
+    JobResult,
+    JobState,
+    NewJob,
+    QueueOrder,
+)
 from yolo_orch.errors import JobCancelled
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.runners.base import RunContext
@@ -117,3 +126,41 @@ async def test_a_crash_before_the_claim_landed_counts_the_attempt_and_makes_a_su
     await task
     assert (jobs[started.id].state, jobs[started.id].attempt) == (JobState.SUCCEEDED, 2)
     assert (jobs[stale.id].state, jobs[stale.id].attempt) == (JobState.SUCCEEDED, 1)
+
+
+class LaggingReads(InMemoryJobStore):
+    """A claim commits `claim_s` after it was asked for, as behind a busy writer; a read
+    answers `lag_s` after it looked, as on a busy thread."""
+
+    claim_s = 0.005
+    lag_s = 0.02
+
+    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+        await asyncio.sleep(self.claim_s)
+        return await super().claim(job_id, devices, now)
+
+    async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
+        jobs = await super().next_queued(limit, order)
+        await asyncio.sleep(self.lag_s)
+        return jobs
+
+
+async def test_a_job_that_ran_while_a_read_looked_is_never_started_again(
+    tmp_path: Path,
+) -> None:
+    """Runs start before their claims commit; a read that looked before a claim committed and
+    answered after that job had run and ended still showed it queued."""
+    store = LaggingReads()
+    executor = ScriptedExecutor(1, starts_unclaimed=True)
+    lanes = Lanes(["sim:0", "sim:1"], 1)
+    dispatcher = Dispatcher(store, lanes, executor, JobFiles(tmp_path), progress_interval_s=0)
+    harness = Harness(store, lanes, dispatcher)
+    for _ in range(120):  # several reads' worth: most passes take from a read held
+        await harness.submit()
+    task = asyncio.create_task(dispatcher.run())
+    jobs = await harness.all_terminal()
+    await dispatcher.drain(grace_s=5)
+    await task
+
+    assert {job.state for job in jobs} == {JobState.SUCCEEDED}
+    assert sorted(executor.started) == sorted(job.id for job in jobs)  # each ran once

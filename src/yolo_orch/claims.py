@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from yolo_orch.domain import Job
+from yolo_orch.queue_head import QueueHead
 from yolo_orch.start_journal import StartJournal
 from yolo_orch.store.base import JobStore
 
@@ -19,9 +20,10 @@ log = logging.getLogger(__name__)
 
 
 class Claims:
-    def __init__(self, store: JobStore, starts: StartJournal) -> None:
+    def __init__(self, store: JobStore, starts: StartJournal, head: QueueHead) -> None:
         self._store = store
         self._starts = starts
+        self._head = head
         self._in_flight = 0
         """Claims of runs that started without waiting for them."""
 
@@ -30,9 +32,13 @@ class Claims:
     ) -> list[Job | None]:
         """Each job as its claim made it, or None: cancelled meanwhile (or the claim failed,
         which is logged)."""
-        claims = await asyncio.gather(
-            *(self._store.claim(job.id, devices, now) for job in jobs), return_exceptions=True
-        )
+        try:
+            claims = await asyncio.gather(
+                *(self._store.claim(job.id, devices, now) for job in jobs),
+                return_exceptions=True,
+            )
+        finally:
+            self._head.claimed({job.id for job in jobs})
         answers: list[Job | None] = []
         for job, claimed in zip(jobs, claims, strict=True):
             if isinstance(claimed, BaseException):

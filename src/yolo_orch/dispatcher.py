@@ -72,8 +72,8 @@ class Dispatcher:
         self._batching = batching or BatchPolicy()
         self._on_batch = on_batch
         self._runs: dict[str, Run] = {}
-        self._claims = Claims(store, files.starts)
         self._head = QueueHead(store)
+        self._claims = Claims(store, files.starts, self._head)
         self._stopping = False
         self._admitting = asyncio.Lock()
         self._suspects: set[str] = set()
@@ -114,6 +114,7 @@ class Dispatcher:
             lane.jobs.add(job.id)
         batch = Batch(job.id, lanes)
         self._register(batch, [job], None)
+        self._head.claimed({job.id})  # by the earlier server
         run = self._runs[job.id]
         self._took(batch, run, job, asyncio.get_running_loop().time())
         if job.cancel_requested:
@@ -372,7 +373,7 @@ class Dispatcher:
                 await asyncio.wait_for(changed.wait(), deadline - loop.time())
             async with self._admitting:
                 order = self._order()
-                queue = await self._store.next_queued(self._batching.lookahead * 2, order)
+                queue = await self._head.read(self._batching.lookahead * 2, order)
                 joined = self._companions(batch.jobs[0], batch, queue, order)
                 self._register(batch, joined, task)
             if joined:

@@ -1,6 +1,11 @@
 """The head of the queue as the dispatcher last read it, so that an admission pass after a run
 ends need not read the store again: while nothing but the dispatcher's own starts changed the
-queue, the head is what the last read found, less the jobs started since."""
+queue, the head is what the last read found, less the jobs started since.
+
+Every read of the store leaves out the jobs started whose claims had not committed when it
+began: its snapshot may still show them queued, and by the time it answers they may have run
+and ended (a zero-second job's claim, run and outcome take a few milliseconds, a read under
+load as long), so the dispatcher would start them again."""
 
 from __future__ import annotations
 
@@ -36,6 +41,8 @@ class QueueHead:
         self._store = store
         self._read: _Read | None = None
         self._changes = 0
+        self._unclaimed: set[str] = set()
+        """Jobs started whose claims have not committed yet."""
 
     def forget(self) -> None:
         """Something else changed the queue (a submission, a cancel, a requeue): read again."""
@@ -64,9 +71,31 @@ class QueueHead:
                 read.complete = False  # from here it holds the head only
 
     def started(self, job_ids: set[str]) -> None:
-        """Jobs the dispatcher started (they are no longer queued)."""
+        """Jobs the dispatcher started (they are no longer queued); `claimed` follows once
+        their claims have committed (or failed)."""
+        self._unclaimed |= job_ids
         if self._read is not None:  # a copy of at most MAX_HELD jobs
             self._read.jobs = [job for job in self._read.jobs if job.id not in job_ids]
+
+    def claimed(self, job_ids: set[str]) -> None:
+        """The claims of these started jobs have committed, or failed: the store says what
+        they are."""
+        self._unclaimed -= job_ids
+
+    async def read(self, limit: int, order: QueueOrder) -> list[Job]:
+        """The first `limit` queued jobs in the store, less those started before the read
+        whose claims it may not see (so fewer than `limit` need not be the whole queue)."""
+        return (await self._read_store(limit, order))[0]
+
+    async def _read_store(self, limit: int, order: QueueOrder) -> tuple[list[Job], bool]:
+        """The read, and whether it was the whole queue."""
+        hidden = set(self._unclaimed)
+        jobs = await self._store.next_queued(limit, order)
+        complete = len(jobs) < limit
+        hidden |= self._unclaimed  # and any started while it was under way
+        if hidden:
+            jobs = [job for job in jobs if job.id not in hidden]
+        return jobs, complete
 
     async def first(self, window: int, order: QueueOrder, now: float) -> list[Job]:
         """The first `window` queued jobs in start order (`now`: the loop's time)."""
@@ -81,8 +110,8 @@ class QueueHead:
             or (len(read.jobs) < window and not read.complete)
         ):
             changes = self._changes
-            jobs = await self._store.next_queued(window + SPARE, order)
-            read = _Read(jobs, len(jobs) < window + SPARE, order.max_gpus, now)
+            jobs, complete = await self._read_store(window + SPARE, order)
+            read = _Read(jobs, complete, order.max_gpus, now)
             # Kept only if nothing changed the queue while it was read.
             self._read = read if changes == self._changes else None
         return read.jobs[:window]
