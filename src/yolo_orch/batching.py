@@ -85,9 +85,11 @@ def companions(
     most: those with its batch key, but never one of lower priority than a job before it that
     cannot join (so a batch never lets lower-priority work overtake it). `excluded` jobs are
     passed over as if absent (already running); the scan ends at a `stop_at` job."""
-    key = batch_key(head)
     joined: list[Job] = []
-    if key is None or room <= 0:
+    if room <= 0:  # before the key, which reads the head's files
+        return joined
+    key = batch_key(head)
+    if key is None:
         return joined
     blocking: int | None = None
     """The highest effective priority among the jobs passed over that could not join."""

@@ -407,12 +407,15 @@ class Dispatcher:
         if any(_poisons(outcome) for outcome in raw):
             self._stopping = True  # before the turn goes back: nothing more may start here
         self._free_turn(batch)
-        raw = await asyncio.gather(
-            *(
-                with_result_kept(self._files, ctx.job.id, outcome)
-                for ctx, outcome in zip(ctxs, raw, strict=True)
+        if len(ctxs) == 1:  # the usual case, without the tasks of a gather
+            raw = [await with_result_kept(self._files, ctxs[0].job.id, raw[0])]
+        else:
+            raw = await asyncio.gather(
+                *(
+                    with_result_kept(self._files, ctx.job.id, outcome)
+                    for ctx, outcome in zip(ctxs, raw, strict=True)
+                )
             )
-        )
         return [
             outcome
             if isinstance(outcome, RunLost)

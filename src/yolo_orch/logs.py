@@ -155,9 +155,12 @@ class _JobRecords(logging.handlers.QueueHandler):
             super().emit(record)
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
-        prepared: logging.LogRecord = super().prepare(record)
-        prepared.job_id = getattr(record, "job_id", None) or current_job.get()
-        return prepared
+        """The record itself, marked, where `QueueHandler.prepare` formats a copy: the queue
+        stays in this process, and the logging thread is done with the record once this
+        handler, installed after the console's, has queued it. Formatting waits for the job
+        log thread, off the event loop."""
+        record.job_id = getattr(record, "job_id", None) or current_job.get()
+        return record
 
 
 class JobLogs:
