@@ -3,7 +3,9 @@ simulated runtime running the jobs meanwhile), measured by `wrk` (a compiled loa
 a process of its own, Debian package `wrk`) with `bench/submit.lua`. Each run gets a fresh
 server, which then answers `/healthz` under the same load: the HTTP ceiling of that run.
 `h p99`: that run's p99 (ms). `cpu ms`: the server's CPU time (all threads) per submission,
-steadier than the rates when other work shares the machine.
+steadier than the rates when other work shares the machine; it includes the runs beside, so
+`ran` says how many of the submitted jobs had run by the end of the submissions (a faster
+dispatcher runs more of them, and takes that CPU from the submissions).
 
     python -m bench.submit [--connections 32] [--duration 10] [--runs 1] [--queue-only]
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench._server import SIM_JOB, list_jobs, running_server
 
@@ -87,7 +90,8 @@ def main() -> None:
     print(f"load average before: {load}; {os.cpu_count()} CPUs")
     print(
         f"{'conns':>5} {'submits/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
-        f"{'refused':>7} {'stored':>7} {'cpu ms':>6} {'healthz/s':>9} {'h p99':>6} {'ratio':>6}"
+        f"{'refused':>7} {'stored':>7} {'ran':>7} {'cpu ms':>6} {'healthz/s':>9} {'h p99':>6} "
+        f"{'ratio':>6}"
     )
     for connections in args.connections:
         for _ in range(args.runs):
@@ -103,6 +107,7 @@ def main() -> None:
                     body=json.dumps(SIM_JOB),
                 )
                 cpu_ms = (cpu_seconds(server.pid) - cpu_before) * 1000 / submits.requests
+                ran = _jobs_ended(server.url)
                 ceiling = wrk(
                     f"{server.url}/healthz",
                     connections=connections,
@@ -115,9 +120,21 @@ def main() -> None:
             print(
                 f"{connections:>5} {submits.rate:>9.0f} {submits.p50_us / 1000:>7.1f} "
                 f"{submits.p99_us / 1000:>7.1f} {submits.max_us / 1000:>7.1f} {refused:>7} "
-                f"{stored:>7} {cpu_ms:>6.2f} {ceiling.rate:>9.0f} {ceiling.p99_us / 1000:>6.1f} "
-                f"{submits.rate / ceiling.rate:>6.2f}"
+                f"{stored:>7} {ran:>7} {cpu_ms:>6.2f} {ceiling.rate:>9.0f} "
+                f"{ceiling.p99_us / 1000:>6.1f} {submits.rate / ceiling.rate:>6.2f}"
             )
+
+
+def _jobs_ended(url: str) -> int:
+    """Jobs that have run to an end so far (every state but the gates'), from `/metrics`."""
+    text = httpx.get(f"{url}/metrics", timeout=60).text
+    return sum(
+        int(sample.value)
+        for family in text_string_to_metric_families(text)
+        if family.name == "yolo_orch_job_duration_seconds"
+        for sample in family.samples
+        if sample.name.endswith("_count")
+    )
 
 
 if __name__ == "__main__":
