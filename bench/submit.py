@@ -126,7 +126,7 @@ def main() -> None:
 
 
 def _jobs_ended(url: str) -> int:
-    """Jobs that have run to an end so far (every state but the gates'), from `/metrics`."""
+    """Jobs that have run to an end so far, in any state (from `/metrics`)."""
     text = httpx.get(f"{url}/metrics", timeout=60).text
     return sum(
         int(sample.value)
