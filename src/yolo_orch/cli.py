@@ -302,7 +302,9 @@ def _serve(settings: Settings) -> int:
     from yolo_orch.app import create_app
     from yolo_orch.errors import InstanceLocked
     from yolo_orch.lock import InstanceLock
+    from yolo_orch.runners.heap import keep_freed_memory
 
+    keep_freed_memory(settings.heap_retain_mb << 20)  # before any thread of the server starts
     try:  # fail fast with a clear message; the lifespan takes the lock for real
         probe = InstanceLock(settings.lock_files)
         probe.acquire()

@@ -103,6 +103,14 @@ class Settings(BaseSettings):
         description="Memory (MiB) for uploaded images decoded while their jobs wait, so that a "
         "lane finds their pixels ready; 0: a lane decodes its jobs' images itself.",
     )
+    heap_retain_mb: int = Field(
+        default=64,
+        ge=0,
+        le=4096,
+        description="Freed memory (MiB) the server's heap keeps (glibc: one arena, blocks under "
+        "32 MiB from the heap), so that a forward pass on the CPU reuses what the last one "
+        "freed instead of faulting it in again; 0: glibc's defaults.",
+    )
     max_queued: int = Field(default=1000, ge=1, description="Queued jobs allowed before 429.")
     max_attempts: int = Field(
         default=3, ge=1, description="Runs a job gets before a crash fails it as `interrupted`."
