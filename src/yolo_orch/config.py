@@ -108,8 +108,8 @@ class Settings(BaseSettings):
         ge=0,
         le=4096,
         description="Freed memory (MiB) the server's heap keeps (glibc: one arena, blocks under "
-        "32 MiB from the heap), so that a forward pass on the CPU reuses what the last one "
-        "freed instead of faulting it in again; 0: glibc's defaults.",
+        "half of it, at most 32 MiB, from the heap), so that a forward pass on the CPU reuses "
+        "what the last one freed instead of faulting it in again; 0: glibc's defaults.",
     )
     max_queued: int = Field(default=1000, ge=1, description="Queued jobs allowed before 429.")
     max_attempts: int = Field(
