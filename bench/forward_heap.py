@@ -84,9 +84,7 @@ def main() -> None:
             for retain in (0, args.retain_mb):
                 command = [sys.executable, "-m", "bench.forward_heap", "--passes", str(args.passes)]
                 command += ["--side", str(weights), str(retain)]
-                out = subprocess.run(
-                    command, capture_output=True, text=True, check=True, env=os.environ
-                )
+                out = subprocess.run(command, capture_output=True, text=True, check=True)
                 side = json.loads(out.stdout.strip().splitlines()[-1])
                 walls[retain].append(side["wall_ms"])
                 label = "glibc defaults" if retain == 0 else f"kept ({retain} MiB)"

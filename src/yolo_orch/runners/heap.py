@@ -5,7 +5,8 @@ defaults a worker thread's are handed back to the kernel once freed and faulted 
 zeroed, by the next pass: 5,700-14,600 page faults and 10-27 ms of system time in a pass of 8
 images (167-182 ms), against none (147-160 ms) as set here (`bench.forward_heap`). Two
 settings are needed:
-- thresholds: blocks under 32 MiB come from the heap, which keeps up to `retain_bytes` free;
+- thresholds: blocks under half of `retain_bytes` (at most 32 MiB) come from the heap, which
+  keeps up to `retain_bytes` free;
 - one arena: a thread's own arena deletes each of its 64 MiB heaps the moment it empties,
   whatever the thresholds say; the main arena follows them. All threads then share one malloc
   lock: on the cpu lane a gain all the same (`bench.small_jobs`), not measured with many GPU
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
-MMAP_THRESHOLD_MAX = 32 << 20
+_MMAP_THRESHOLD_MAX = 32 << 20
 """glibc's ceiling for `M_MMAP_THRESHOLD` on 64-bit hosts: larger blocks are always mapped."""
 
 
@@ -38,7 +39,7 @@ def keep_freed_memory(retain_bytes: int) -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     settings = (
         (_M_ARENA_MAX, 1),
-        (_M_MMAP_THRESHOLD, min(MMAP_THRESHOLD_MAX, retain_bytes // 2)),
+        (_M_MMAP_THRESHOLD, min(_MMAP_THRESHOLD_MAX, retain_bytes // 2)),
         (_M_TRIM_THRESHOLD, min(retain_bytes, 2**31 - 1)),
     )
     refused = [option for option, value in settings if not mallopt(option, value)]
