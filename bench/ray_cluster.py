@@ -9,7 +9,8 @@ nothing but loopback (`unshare -n`, as root) and refuses to start Ray anywhere e
 - utilisation: the jobs' own work (`--seconds` x gpus) / (lanes x wall), as in `bench.admission`,
   for a saturating stream of `--seconds` jobs (80 % 1-lane inference, 20 % 2-lane training by
   default: `--training`), queued while gate jobs hold every lane; the wall time runs from asking
-  the gates to stop to the last job's end;
+  the gates to stop to the last job's end (a gate stops at its runner's next safe point, every
+  10 ms, so how fast an executor frees a cancelled job's lanes counts, not the simulated step);
 - per-job overhead: `--jobs` jobs of 10 ms one after another, each submitted with
   `Prefer: wait`: the client's latency, and the run's (started_at..finished_at) cost beyond its
   10 ms;
@@ -57,7 +58,8 @@ def gate(gpus: int) -> dict[str, Any]:
         "model": "sim",
         "dataset": "gate",
         "gpus": gpus,
-        "params": {"sim_seconds": 3600, "sim_steps": 10_000},
+        # A safe point every 10 ms, as a runner between images.
+        "params": {"sim_seconds": 100, "sim_steps": 10_000},
     }
 
 

@@ -105,6 +105,8 @@ class SimulatedRunner:
             for index, ctx in enumerate(ctxs):
                 if outcomes[index] is None and step <= steps[index] and ctx.should_cancel():
                     outcomes[index] = JobCancelled()
+            if all(outcome is not None for outcome in outcomes):
+                break  # every job of the pass stopped at this safe point: no step more
             # Each step ends on its share of the pass's time, however late the thread woke from
             # the last one (waiting for the GIL): the device's work does not wait for Python.
             time.sleep(max(0.0, began + seconds * step / max(steps) - time.monotonic()))
