@@ -34,6 +34,24 @@ async def test_a_multi_lane_job_takes_its_lanes_on_one_node() -> None:
     assert lanes.free_slots == 1
 
 
+async def test_a_waiting_multi_lane_job_holds_the_node_whose_busy_lane_was_taken_first() -> None:
+    lanes = Lanes(["a/cuda:0", "a/cuda:1", "b/cuda:0", "b/cuda:1"], 1)
+    for job in ("first", "second", "third", "fourth"):
+        assert await lanes.try_admit(job, 1) is not None
+    # the lanes taken first and third end: each node has one lane free
+    order = [lane for lane in lanes]
+    lanes.release("first", [order[0]])
+    lanes.release("third", [order[2]])
+    busy = {lane.id: next(iter(lane.jobs)) for lane in lanes if lane.jobs}
+    assert busy == {"a/cuda:1": "second", "b/cuda:1": "fourth"}
+    # "second" started before "fourth": node a is the nearer to having two lanes free
+    assert lanes.lanes_to_hold(2, reserved=set()) == {"a/cuda:0", "a/cuda:1"}
+    lanes.release("second", [order[1]])
+    assert await lanes.try_admit("fifth", 1) is not None  # takes a lane of a (lowest index)
+    # now a's busy lane was taken last: b's "fourth" started before "fifth"
+    assert lanes.lanes_to_hold(2, reserved=set()) == {"b/cuda:0", "b/cuda:1"}
+
+
 async def test_this_hosts_lanes_are_one_node() -> None:
     lanes = Lanes(["cuda:0", "cuda:1", "cuda:2"], 1)
     assert lanes.largest_node == 3

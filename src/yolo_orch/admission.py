@@ -9,6 +9,7 @@ no node part and are all one node).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,9 @@ class Lane:
     wedged: bool = False
     """A run's thread here ignored a stop (threads cannot be killed): no new job starts here
     until the server restarts."""
+    taken: int = 0
+    """When its latest turn was taken, in admissions since start: of two busy lanes, the one
+    taken earlier is likely to be free first."""
     semaphore: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -68,6 +72,7 @@ class Lanes:
         self._slots = slots_per_lane
         self._lanes: list[Lane] = []
         self._next_index = 0
+        self._admissions = itertools.count(1)
         self.add(lane_ids)
 
     def add(self, lane_ids: Iterable[str]) -> None:
@@ -122,19 +127,25 @@ class Lanes:
         chosen = _pick_on_one_node(free, count, key=lambda lane: (lane.busy, lane.index))
         if chosen is None:
             return None
+        taken = next(self._admissions)
         for lane in chosen:
             await lane.semaphore.acquire()  # never waits: each lane had a free slot
             lane.jobs.add(job_id)
+            lane.taken = taken
         return chosen
 
     def lanes_to_hold(self, count: int, reserved: Collection[str]) -> set[str]:
         """The lanes a job that cannot start yet keeps from the jobs behind it, so a multi-lane
         job is not starved by a stream of smaller ones: free lanes first, then the least busy,
-        all on the one node nearest to having them free."""
+        then those busy longest (their jobs started first, so likely end first), all on the one
+        node nearest to having them free."""
         open_lanes = [lane for lane in self._lanes if lane.id not in reserved and lane.takes_work]
-        chosen = _pick_on_one_node(
-            open_lanes, count, key=lambda lane: (not lane.has_free_slot, lane.busy, lane.index)
-        )
+
+        def nearest_free(lane: Lane) -> tuple[bool | int, ...]:
+            free = lane.has_free_slot
+            return (not free, lane.busy, 0 if free else lane.taken, lane.index)
+
+        chosen = _pick_on_one_node(open_lanes, count, key=nearest_free)
         return {lane.id for lane in chosen or ()}
 
     def ride(self, job_ids: Iterable[str], lanes: Iterable[Lane]) -> None:
@@ -157,12 +168,13 @@ def _pick_on_one_node(
     lanes: Iterable[Lane], count: int, key: Callable[[Lane], tuple[bool | int, ...]]
 ) -> tuple[Lane, ...] | None:
     """The best `count` lanes by `key` that share a node, in ascending lane order; of the nodes
-    that have enough, the one whose chosen lanes rank best. None when no node has `count`."""
+    that have enough, the one whose worst chosen lane ranks best (then its next worst, ...): a
+    job needs all of them. None when no node has `count`."""
     by_node: dict[str, list[Lane]] = {}
     for lane in sorted(lanes, key=key):
         by_node.setdefault(lane.node, []).append(lane)
     fits = [node_lanes[:count] for node_lanes in by_node.values() if len(node_lanes) >= count]
     if not fits:
         return None
-    best = min(fits, key=lambda picked: [key(lane) for lane in picked])
+    best = min(fits, key=lambda picked: sorted(map(key, picked), reverse=True))
     return tuple(sorted(best, key=lambda lane: lane.index))
