@@ -77,6 +77,8 @@ async def test_a_run_starts_before_its_claim_and_a_cancel_meanwhile_stops_it(
     assert (jobs[second.id].state, jobs[second.id].attempt) == (JobState.SUCCEEDED, 1)
     assert [job_id for job_id, _, _ in seen] == [first.id, second.id]
     assert lanes.free_slots == 1
+    # what the executor keeps of the stopped run is let go (on a cluster: the actor's copy)
+    assert first.id in executor.released
 
 
 async def test_a_crash_before_the_claim_landed_counts_the_attempt_and_makes_a_suspect(
@@ -126,6 +128,28 @@ async def test_a_crash_before_the_claim_landed_counts_the_attempt_and_makes_a_su
     await task
     assert (jobs[started.id].state, jobs[started.id].attempt) == (JobState.SUCCEEDED, 2)
     assert (jobs[stale.id].state, jobs[stale.id].attempt) == (JobState.SUCCEEDED, 1)
+
+
+async def test_a_cluster_run_started_before_its_claim_landed_is_followed_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    store = InMemoryJobStore()
+    files = JobFiles(tmp_path)
+    new = NewJob(kind=JobKind.INFERENCE, model="sim", spec={}, max_attempts=3)
+    job = (await store.create(new, max_queued=10, now=utcnow()))[0]
+    files.starts.note([context(job.id, 1)])  # its task left; the server died before the claim
+    executor = ScriptedExecutor(1, starts_unclaimed=True)
+    executor.survivors = {job.id}  # its actor still holds attempt 1
+    lanes = Lanes(["sim:0"], 1)
+    dispatcher = Dispatcher(store, lanes, executor, files)
+    assert await dispatcher.recover() == []  # neither requeued nor failed: followed
+    assert (await store.get(job.id)).state is JobState.RUNNING
+    task = asyncio.create_task(dispatcher.run())
+    [ended] = await Harness(store, lanes, dispatcher).all_terminal()
+    await dispatcher.drain(grace_s=5)
+    await task
+    assert (ended.state, ended.attempt) == (JobState.SUCCEEDED, 1)  # one attempt, not two
+    assert executor.started == [job.id]
 
 
 class LaggingReads(InMemoryJobStore):

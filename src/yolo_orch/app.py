@@ -153,7 +153,7 @@ async def _start(
     if settings.executor == "ray":
         from yolo_orch.ray_cluster.wiring import connect  # the `ray` extra
 
-        cluster = await connect(settings, models, stack)
+        cluster = await connect(settings, models, stack, files.starts)
         lanes, executor = cluster.lanes, cluster.executor
     else:
         lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)

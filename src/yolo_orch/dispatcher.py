@@ -343,6 +343,8 @@ class Dispatcher:
             if claiming is not None:  # a job cancelled before its claim has no outcome to record
                 unclaimed = await claiming
                 ran = [(job, outcome) for job, outcome in ran if job.id not in unclaimed]
+                for job_id in unclaimed:  # on a cluster, its actor keeps the run until told
+                    await self._executor.release(job_id)
             ended = await record_outcomes(
                 self._store, self._executor, ran, started, self._on_run_end
             )

@@ -28,9 +28,9 @@ _R = TypeVar("_R")
 class Executor(Protocol):
     starts_unclaimed: bool
     """True: `run` and `run_batch` may be called while the jobs' claims are still being
-    committed (the outcome is recorded only after them), because a run ends with this process
-    and notes its start in the `StartJournal` first. False on a cluster, where a run outlives
-    the server and is re-attached only through its claim."""
+    committed (the outcome is recorded only after them), because each run notes its start in
+    the `StartJournal` first: the next start completes a claim that a crash cut short (and on
+    a cluster, where a run outlives the server, re-attaches the run through it)."""
 
     async def run(self, ctx: RunContext) -> JobResult:
         """Make the job's workdir and run the job to completion; cancelling the awaiting task

@@ -1,16 +1,17 @@
-"""The runs that began on this host's worker threads, so that a run started before its claim
-committed still has its attempt counted if it kills the server.
+"""The runs that began before their claims committed, so that such a run still has its attempt
+counted if the server dies, and on a cluster is followed again.
 
-A worker thread's run starts while the dispatcher's claim of it (the write that counts its
-attempt and marks it RUNNING) is still being committed: waiting for that write was the largest
-part of what a lane lost between two short jobs. A job that kills the process in those few
-milliseconds would otherwise be found QUEUED at the next start, its attempt not counted, and
-crash the server again for ever. So the thread appends one line per run here before the runner
-starts: an append that stays in the page cache (it survives this process's crash, which is all
-it is for; a power loss takes the uncommitted claim and the line together, and the job runs
-again, as a claim lost with it always did). At the next start, `recovery` completes the claims
-of the jobs listed here that are still QUEUED in the attempt the line names, and settles them
-like any run the crash interrupted.
+A run starts while the dispatcher's claim of it (the write that counts its attempt and marks it
+RUNNING) is still being committed: waiting for that write was the largest part of what a lane
+lost between two short jobs. A job that kills the process in those few milliseconds would
+otherwise be found QUEUED at the next start, its attempt not counted, and crash the server again
+for ever. So one line per run is appended here before the run starts (by its worker thread, or
+by the Ray executor before the run's task leaves for its node): an append that stays in the page
+cache (it survives this process's crash, which is all it is for; a power loss takes the
+uncommitted claim and the line together, and the job runs again, as a claim lost with it always
+did). At the next start, `recovery` completes the claims of the jobs listed here that are still
+QUEUED in the attempt the line names, and settles them like any run the crash interrupted: on a
+cluster, a run its actor still holds is followed again through that claim.
 
 Lines of runs whose claims have committed are stale: the dispatcher lets the file be emptied
 (`trim`) whenever no claim is in flight, once it has grown past `TRIM_BYTES`.
@@ -47,7 +48,8 @@ class StartJournal:
         self._lock = threading.Lock()
 
     def note(self, ctxs: Iterable[RunContext]) -> None:
-        """In the worker thread, before the runner: these runs start now."""
+        """Before the runs start (in their worker thread, or on a cluster before their tasks
+        leave): one append to an open file, not synced."""
         lines = "".join(
             json.dumps({"job": ctx.job.id, "attempt": ctx.job.attempt, "devices": ctx.devices})
             + "\n"

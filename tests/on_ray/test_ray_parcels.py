@@ -174,6 +174,8 @@ class Registry:
 
 
 class Runs:
+    starts_unclaimed = True
+
     def __init__(self, outcome: Any) -> None:
         self.outcome = outcome
 

@@ -1,5 +1,6 @@
 """The executor on its own, against the cluster: weights follow the job to the node and are
-verified there, progress arrives whole and in order, the job folder travels both ways."""
+verified there, progress arrives whole and in order, the job folder travels both ways, and each
+run's start is journaled before its task leaves (so it may start unclaimed)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from yolo_orch.admission import Lanes
 from yolo_orch.domain import Job, JobKind, JobState, Progress
 from yolo_orch.errors import YoloOrchError
 from yolo_orch.runners.base import RunContext
+from yolo_orch.start_journal import Started, StartJournal
 
 pytestmark = pytest.mark.ray
 
@@ -27,6 +29,7 @@ class Rig:
     weights: Path
     sha256: str
     cache: Path
+    starts: StartJournal
 
     def node_ids(self) -> list[str]:
         return [node.node_id for node in self.watcher.nodes.values() if node.gpus]
@@ -75,13 +78,15 @@ def rig(cluster: Any, tmp_path: Path) -> Iterator[Rig]:
         cache_models=2,
         put=ray.put,
     )
-    executor = RayExecutor(watcher, build_task, slots_per_lane=1, cancel_grace_s=1.0)
+    starts = StartJournal(tmp_path / "started.jsonl")
+    executor = RayExecutor(watcher, build_task, slots_per_lane=1, cancel_grace_s=1.0, starts=starts)
     try:
-        yield Rig(executor, watcher, weights, sha256, tmp_path / "node-cache")
+        yield Rig(executor, watcher, weights, sha256, tmp_path / "node-cache", starts)
     finally:
         for name in ray.util.list_named_actors():  # the lane actors the runs made
             ray.kill(ray.get_actor(name))
         ray.shutdown()
+        starts.close()
 
 
 def job(job_id: str, model_id: str | None = "m1", steps: int = 5) -> Job:
@@ -120,7 +125,9 @@ async def test_weights_travel_to_a_node_that_lacked_them(rig: Rig, tmp_path: Pat
     workdir.mkdir()
     (workdir / "sim-runs.log").write_text("attempt 0 succeeded\n")
 
+    assert rig.executor.starts_unclaimed
     await rig.executor.run(context(job("job-1"), rig.lane_on(first), workdir, seen))
+    assert rig.starts.take() == [Started("job-1", 1, (rig.lane_on(first),))]
 
     assert (rig.cache / first / f"{rig.sha256}.pt").read_bytes() == rig.weights.read_bytes()
     assert not (rig.cache / second).exists()

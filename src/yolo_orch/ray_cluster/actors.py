@@ -75,6 +75,12 @@ class _Run:
     events: list[Event] = field(default_factory=list)
     ended: bool = False
 
+    @property
+    def over(self) -> bool:
+        """Its ending is among its events (the node may still be clearing its folder), or it
+        ended without one."""
+        return self.ended or (bool(self.events) and isinstance(self.events[-1], _ENDINGS))
+
 
 class RunHost:
     """The runs of one actor, each `serve_task` in a thread of its own, their events kept in
@@ -111,16 +117,16 @@ class RunHost:
         gather_s: float = 0.0,
     ) -> list[Event] | None:
         """The events of the job's run from index `since` on (the server's long poll, which
-        a restarted server starts again from 0): once there is one, and the run ended or
-        `gather_s` more went by (so a short run answers once, and a long one's progress comes
-        in batches); none after `wait_s`. With a `task`, the run starts first unless this
+        a restarted server starts again from 0): once there is one, and the run's ending is
+        in or `gather_s` more went by (so a short run answers once, and a long one's progress
+        comes in batches); none after `wait_s`. With a `task`, the run starts first unless this
         attempt of it is here already; without one, None when it is not here."""
         run = self._start(task) if task is not None else self._runs.get(job_id)
         if run is None or run.attempt != attempt:
             return None
         with self._changed:
-            if self._changed.wait_for(lambda: len(run.events) > since or run.ended, wait_s):
-                self._changed.wait_for(lambda: run.ended, gather_s)
+            if self._changed.wait_for(lambda: len(run.events) > since or run.over, wait_s):
+                self._changed.wait_for(lambda: run.over, gather_s)
             return run.events[since:]
 
     def holds(self, job_id: str, attempt: int) -> bool:

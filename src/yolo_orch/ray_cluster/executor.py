@@ -44,6 +44,7 @@ from yolo_orch.ray_cluster.node_side import (
 )
 from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
 from yolo_orch.runners.base import RunContext
+from yolo_orch.start_journal import StartJournal
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,11 @@ _NODE_GONE = (NodeDiedError, ActorUnschedulableError)
 _CANCEL_POLL_S = 0.05
 _EVENTS_WAIT_S = 2.0
 """How long one poll of a run's events may wait on the node for the next."""
-_EVENTS_GATHER_S = 0.1
-"""How long a poll that has events waits for more before it answers: progress is advisory
-(the dispatcher writes it every `progress_interval_s`), and the ending is never held back."""
+_EVENTS_GATHER_S = 0.25
+"""How long a poll that has events waits for more before it answers: progress is advisory (the
+dispatcher writes it every `progress_interval_s`, 0.25 s by default), and the ending is never
+held back. Shorter, a run that ends just after a poll answered with its progress waits for
+the next poll's round trip."""
 _PROBE_TIMEOUT_S = 10.0
 
 
@@ -72,9 +75,6 @@ class NodeJobFailed(YoloOrchError):
 
 
 class RayExecutor:
-    starts_unclaimed = False
-    """A run outlives the server here: a restarted one re-attaches it through its claim."""
-
     def __init__(
         self,
         cluster: ClusterWatcher,
@@ -82,9 +82,15 @@ class RayExecutor:
         *,
         slots_per_lane: int,
         cancel_grace_s: float,
+        starts: StartJournal | None = None,
     ) -> None:
+        """With `starts`, each new run is noted there before its task leaves, and may start
+        unclaimed: a server that dies before the claim commits completes it from the journal
+        at its next start, and re-attaches the run through it."""
         self._cluster = cluster
         self._build_task = build_task
+        self._starts = starts
+        self.starts_unclaimed = starts is not None
         self._grace_s = cancel_grace_s
         self.node_models: dict[str, list[str]] = {}
         """By node name: the sha256s (and variant digests) each node said it keeps."""
@@ -112,6 +118,9 @@ class RayExecutor:
         task = None
         if job.id not in self._attachable:
             task = await self._build_task(ctx)
+            if self._starts is not None:
+                # One append to an open file, not synced: far less than a thread hop here.
+                self._starts.note([ctx])
         self._attachable.discard(job.id)
         host = await self._hosts.host_for(job, ctx.devices, node)
         canceller = asyncio.create_task(self._cancel_when_asked(ctx, host))
@@ -173,7 +182,7 @@ class RayExecutor:
             log.log(event.level, "[%s] %s", node.name, event.message)
         elif isinstance(event, ModelsHeld):
             self.node_models[node.name] = event.sha256s
-        elif isinstance(event, FilesBack):
+        elif isinstance(event, FilesBack) and event.files:  # none: no thread hop either
             await anyio.to_thread.run_sync(_write_folder, ctx.workdir, event.files)
         elif isinstance(event, Finished):
             return event.result

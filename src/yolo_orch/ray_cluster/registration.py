@@ -35,12 +35,10 @@ def pending_model(path: Path, name: str) -> JsonObject:
 class RegistersResults:
     """An executor on nodes, with the registry's part of each run done here."""
 
-    starts_unclaimed = False
-    """Runs on nodes outlive the server: each starts once its claim is committed."""
-
     def __init__(self, runs: Executor, registry: ModelRegistry) -> None:
         self._runs = runs
         self._registry = registry
+        self.starts_unclaimed = runs.starts_unclaimed
 
     async def run(self, ctx: RunContext) -> JobResult:
         try:

@@ -20,6 +20,7 @@ from yolo_orch.ray_cluster.nodes import ClusterWatcher
 from yolo_orch.ray_cluster.parcels import InputRules, ServerWeights, TaskBuilder
 from yolo_orch.ray_cluster.registration import RegistersResults
 from yolo_orch.registry import ModelRegistry
+from yolo_orch.start_journal import StartJournal
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ class RayCluster:
         ]
 
 
-async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitStack) -> RayCluster:
+async def connect(
+    settings: Settings, models: ModelRegistry, stack: AsyncExitStack, starts: StartJournal
+) -> RayCluster:
     address = settings.ray_address or None
     await anyio.to_thread.run_sync(
         lambda: ray.init(
@@ -95,6 +98,7 @@ async def connect(settings: Settings, models: ModelRegistry, stack: AsyncExitSta
         build_task,
         slots_per_lane=settings.slots_per_lane,
         cancel_grace_s=settings.ray_cancel_grace_s,
+        starts=starts,
     )
     stack.push_async_callback(executor.close)  # after the drain, before ray.shutdown
     log.info("connected to the ray cluster: %d node(s)", len(watcher.nodes))
