@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
-from yolo_orch.clock import utcnow
-from yolo_orch.domain import Job, JobKind, JobState, Progress
+from tests.test_start_journal import context as journal_context
 from yolo_orch.errors import JobCancelled
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.simulated import SimulatedRunner
@@ -17,25 +17,11 @@ LONG_STEP_S = 60.0
 def context(
     job_id: str, tmp_path: Path, cancel: threading.Event, step_s: float = LONG_STEP_S
 ) -> RunContext:
-    job = Job(
-        id=job_id,
-        seq=1,
-        kind=JobKind.INFERENCE,
-        state=JobState.RUNNING,
-        model="sim",
-        spec={"inputs": ["x.jpg"], "params": {"sim_seconds": 2 * step_s, "sim_steps": 2}},
-        priority=0,
-        gpus=1,
-        attempt=1,
-        max_attempts=1,
-        created_at=utcnow(),
-        devices=("sim:0",),
-    )
-
-    def ignore(progress: Progress) -> None:
-        pass
-
-    return RunContext(job, ("sim:0",), tmp_path, ignore, cancel.is_set)
+    """A 2-step simulated inference of `2 * step_s` seconds, cancelled when `cancel` is set."""
+    base = journal_context(job_id, 1)
+    params = {"sim_seconds": 2 * step_s, "sim_steps": 2}
+    job = replace(base.job, spec={"inputs": ["x.jpg"], "params": params})
+    return replace(base, job=job, workdir=tmp_path, should_cancel=cancel.is_set)
 
 
 def test_a_pass_whose_jobs_are_all_cancelled_ends_without_sleeping_out_its_step(
