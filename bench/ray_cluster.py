@@ -327,6 +327,8 @@ def run(args: argparse.Namespace) -> None:
         )
     ratio = rows["ray"]["latency_ms"] / rows["threads"]["latency_ms"]
     print(f"ray / threads latency of a {TINY_S * 1000:.0f} ms job: {ratio:.2f}x")
+    share = rows["ray"]["utilisation"] / rows["threads"]["utilisation"]
+    print(f"ray / threads utilisation: {share:.2f}")
     ray_row = rows["ray"]
     print(
         f"node join -> its first job started: {ray_row['to_start_s']:.2f}s, "
