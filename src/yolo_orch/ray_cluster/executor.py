@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -43,6 +44,7 @@ from yolo_orch.ray_cluster.node_side import (
     travels,
 )
 from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
+from yolo_orch.ray_cluster.stops import Stops
 from yolo_orch.runners.base import RunContext
 from yolo_orch.start_journal import StartJournal
 
@@ -53,7 +55,8 @@ BuildTask = Callable[[RunContext], Awaitable[NodeTask]]
 
 _NODE_GONE = (NodeDiedError, ActorUnschedulableError)
 """What Ray raises for a run whose node is gone (or that can no longer be placed there)."""
-_CANCEL_POLL_S = 0.05
+_STOPS_LOOK_S = 0.01
+"""How often the one timer of `Stops` looks at the running jobs' stop flags."""
 _EVENTS_WAIT_S = 2.0
 """How long one poll of a run's events may wait on the node for the next."""
 _EVENTS_GATHER_S = 0.25
@@ -95,6 +98,7 @@ class RayExecutor:
         self.node_models: dict[str, list[str]] = {}
         """By node name: the sha256s (and variant digests) each node said it keeps."""
         self._hosts = Hosts(cluster, slots_per_lane)
+        self._stops = Stops(_STOPS_LOOK_S)
         self._attachable: set[str] = set()
         """Jobs of a previous server whose runs go on: the next `run` of each follows it."""
 
@@ -123,12 +127,9 @@ class RayExecutor:
                 self._starts.note([ctx])
         self._attachable.discard(job.id)
         host = await self._hosts.host_for(job, ctx.devices, node)
-        canceller = asyncio.create_task(self._cancel_when_asked(ctx, host))
-        try:
-            # Abandoned (a drain), the run goes on in its actor: the next start follows it.
+        # Abandoned (a drain), the run goes on in its actor: the next start follows it.
+        with self._stops.watching(ctx.should_cancel, partial(self._stop, ctx, host)):
             return await self._follow(ctx, node, host, task)
-        finally:
-            canceller.cancel()
 
     async def surviving(self, jobs: Sequence[Job]) -> set[str]:
         survivors = await self._hosts.surviving(jobs)
@@ -197,11 +198,9 @@ class RayExecutor:
             raise RunLost(f"its run on node {node.name} was stopped by an earlier server")
         return None
 
-    async def _cancel_when_asked(self, ctx: RunContext, host: Host) -> None:
-        """A cancel (or the watchdog) first asks the runner to stop at its next safe point,
-        then, after the grace period, kills the actor that holds the run."""
-        while not ctx.should_cancel():  # noqa: ASYNC110 - a flag of the runner's, polled
-            await asyncio.sleep(_CANCEL_POLL_S)
+    async def _stop(self, ctx: RunContext, host: Host) -> None:
+        """Asked to stop (a cancel, a time limit, the watchdog): first the runner, at its next
+        safe point, then, after the grace period, the actor that holds the run is killed."""
         with contextlib.suppress(RayError):  # an actor already gone: the run ends with it
             await host.actor.cancel.remote(ctx.job.id)
         await asyncio.sleep(self._grace_s)
