@@ -7,7 +7,7 @@ steadier than the rates when other work shares the machine; it includes the runs
 `ran` says how many of the submitted jobs had run by the end of the submissions (a faster
 dispatcher runs more of them, and takes that CPU from the submissions).
 
-    python -m bench.submit [--connections 32] [--duration 10] [--runs 1] [--queue-only]
+    python -m bench.submit [--connections 32] [--duration 10] [--runs 1] [--queue-only] [--batch 8]
 """
 
 from __future__ import annotations
@@ -83,6 +83,13 @@ def main() -> None:
         help="hold both lanes with a long job first, so that the submissions only queue: the "
         "submission path without the dispatcher running jobs beside it",
     )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        help="the simulated lanes' batch_max_images (1: every job runs alone, the default for "
+        "simulated lanes; real cpu lanes batch 8 by default)",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
@@ -96,7 +103,8 @@ def main() -> None:
     for connections in args.connections:
         for _ in range(args.runs):
             # max_queued far above what a run can submit, so nothing is refused.
-            with running_server(max_queued=10_000_000, sim_lanes=LANES) as server:
+            batching = {"batch_max_images": {"sim": args.batch}} if args.batch > 1 else {}
+            with running_server(max_queued=10_000_000, sim_lanes=LANES, **batching) as server:
                 if args.queue_only:
                     _hold_lanes(server.url)
                 cpu_before = cpu_seconds(server.pid)
