@@ -110,16 +110,36 @@ def test_only_the_attempt_it_holds_is_followed(tmp_path: Path) -> None:
 
 
 def test_a_cancel_that_comes_before_its_run_stops_the_run_when_it_arrives(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A threaded actor may run a job's cancel before the call that brings its task."""
+    """A threaded actor may run a job's cancel before the call that brings its task: the run
+    then stops before it loads anything (a runtime, weights, a model)."""
+    made: list[str] = []
+    real = actors.runtime_of
+
+    def counting(node_task: NodeTask, node_id: str) -> Any:
+        made.append(node_task.job.id)
+        return real(node_task, node_id)
+
+    monkeypatch.setattr(actors, "runtime_of", counting)
     host = RunHost("node-id")
-    host.cancel("j1")
-    host.events(task(tmp_path, "j1", sim_seconds=0.3, sim_steps=3), "j1", 1, 0, 0)
-    assert isinstance(drain(host, "j1")[-1], Stopped)
-    host.release("j1")
+    host.cancel("early", 1)
+    host.events(task(tmp_path, "early", sim_seconds=0.3, sim_steps=3), "early", 1, 0, 0)
+    assert isinstance(drain(host, "early")[-1], Stopped)
+    assert "early" not in made  # (earlier tests' runs may still be starting)
+    host.release("early")
     host.events(task(tmp_path, "j2"), "j2", 1, 0, 0)  # another job's cancel is not its own
     assert isinstance(drain(host, "j2")[-1], Finished)
+
+
+def test_a_late_cancel_of_an_attempt_stops_no_later_one(tmp_path: Path) -> None:
+    host = RunHost("node-id")
+    host.events(task(tmp_path, "j1"), "j1", 1, 0, 0)
+    drain(host, "j1")
+    host.release("j1")
+    host.cancel("j1", 1)  # sent before the release, run after it
+    host.events(task(tmp_path, "j1", attempt=2), "j1", 2, 0, 0)
+    assert isinstance(drain(host, "j1", attempt=2)[-1], Finished)
 
 
 def test_release_and_keep_only_let_runs_go(tmp_path: Path) -> None:

@@ -99,10 +99,10 @@ class RunHost:
         """A job actor's lanes, once its first run set its devices."""
         self._node_id = node_id
         self._runs: dict[str, _Run] = {}
-        self._stop_on_arrival: set[str] = set()
-        """Jobs asked to stop before their run was here: this actor runs its calls in threads,
-        so a job's cancel may run before the call that brings its task (Ray keeps no order
-        between them), and the run then starts cancelled."""
+        self._stop_on_arrival: set[tuple[str, int]] = set()
+        """Runs (job id, attempt) asked to stop before they were here: this actor runs its
+        calls in threads, so a job's cancel may run before the call that brings its task (Ray
+        keeps no order between them), and the run then starts cancelled."""
         self._changed = threading.Condition()
         self._runtimes: dict[RuntimeKey, RuntimeOnNode] = {}
         self._runtimes_lock = threading.Lock()
@@ -144,20 +144,21 @@ class RunHost:
         with self._changed:
             return [(job_id, run.attempt) for job_id, run in self._runs.items()]
 
-    def cancel(self, job_id: str) -> None:
-        """Ask the job's runner to stop at its next safe point."""
+    def cancel(self, job_id: str, attempt: int) -> None:
+        """Ask the runner of that attempt of the job to stop at its next safe point (a cancel
+        that comes after its run was released, late, stops no later attempt)."""
         with self._changed:
             run = self._runs.get(job_id)
-            if run is None:
-                self._stop_on_arrival.add(job_id)
-        if run is not None:
+            if run is None or run.attempt < attempt:
+                self._stop_on_arrival.add((job_id, attempt))
+        if run is not None and run.attempt == attempt:
             run.cancel.set()
 
     def release(self, job_id: str) -> None:
         """The job's outcome is committed: forget its run (stopping it, were it still going)."""
         with self._changed:
             run = self._runs.pop(job_id, None)
-            self._stop_on_arrival.discard(job_id)
+            self._stop_on_arrival = {stop for stop in self._stop_on_arrival if stop[0] != job_id}
         if run is not None:
             run.cancel.set()
 
@@ -183,8 +184,8 @@ class RunHost:
             elif self._devices_from_job and task.lanes != self._job_lanes:
                 raise ValueError(f"this actor sees lanes {self._job_lanes}, not {task.lanes}")
             run = self._runs[job.id] = _Run(job.attempt)
-            if job.id in self._stop_on_arrival:
-                self._stop_on_arrival.discard(job.id)
+            if (job.id, job.attempt) in self._stop_on_arrival:
+                self._stop_on_arrival.discard((job.id, job.attempt))
                 run.cancel.set()
         worker = threading.Thread(
             target=self._serve, args=(task, run), name=f"job {job.id}", daemon=True

@@ -122,6 +122,8 @@ class RayExecutor:
         task = None
         if job.id not in self._attachable:
             task = await self._build_task(ctx)
+            if ctx.should_cancel():  # cancelled before its claim committed: never sent
+                raise JobCancelled()
             if self._starts is not None:
                 # One append to an open file, not synced: far less than a thread hop here.
                 self._starts.note([ctx])
@@ -202,7 +204,7 @@ class RayExecutor:
         """Asked to stop (a cancel, a time limit, the watchdog): first the runner, at its next
         safe point, then, after the grace period, the actor that holds the run is killed."""
         with contextlib.suppress(RayError):  # an actor already gone: the run ends with it
-            await host.actor.cancel.remote(ctx.job.id)
+            await host.actor.cancel.remote(ctx.job.id, ctx.job.attempt)
         await asyncio.sleep(self._grace_s)
         log.warning("job %s did not stop within %gs; killing its actor", ctx.job.id, self._grace_s)
         await self._hosts.retire(host)

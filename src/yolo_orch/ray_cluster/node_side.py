@@ -171,6 +171,8 @@ def _work(
     package_log.addHandler(handler)
     package_log.setLevel(logging.INFO)
     try:
+        if cancel.is_set():  # stopped before it started: no runtime, weights or model loaded
+            raise JobCancelled()
         on_node = runtime_for(task)
         with contextlib.ExitStack() as held:
             if task.weights is not None:
