@@ -33,16 +33,21 @@ def context(job_id: str, attempt: int, devices: tuple[str, ...] = ("sim:0",)) ->
     return RunContext(job, devices, Path("/nonexistent"), ignore, lambda: False)
 
 
-def test_what_was_noted_is_taken_once_and_a_line_cut_short_is_skipped(tmp_path: Path) -> None:
+def test_what_was_noted_is_read_until_cleared_and_a_cut_line_is_skipped(tmp_path: Path) -> None:
     journal = StartJournal(tmp_path / "jobs" / ".started.jsonl")
     journal.note([context("a", 1), context("b", 2, ("sim:0", "sim:1"))])
     journal.close()
     with journal.path.open("ab") as file:
         file.write(b'{"job": "c", "attem')  # the crash came mid-write
-    taken = StartJournal(journal.path).take()
-    assert taken == [Started("a", 1, ("sim:0",)), Started("b", 2, ("sim:0", "sim:1"))]
-    assert StartJournal(journal.path).take() == []
-    assert StartJournal(tmp_path / "never-written").take() == []
+    started = [Started("a", 1, ("sim:0",)), Started("b", 2, ("sim:0", "sim:1"))]
+    assert StartJournal(journal.path).read() == started
+    again = StartJournal(journal.path)
+    assert again.read() == started  # until cleared: a crash before then finds it again
+    again.clear()
+    assert StartJournal(journal.path).read() == []
+    never = StartJournal(tmp_path / "never-written")
+    never.clear()
+    assert never.read() == []
 
 
 def test_trim_empties_the_journal_only_once_it_is_large(tmp_path: Path) -> None:
@@ -55,4 +60,4 @@ def test_trim_empties_the_journal_only_once_it_is_large(tmp_path: Path) -> None:
     journal.trim()
     assert journal.path.stat().st_size == 0
     journal.note([context("b", 1)])  # appends at the new end
-    assert [entry.job_id for entry in journal.take()] == ["b"]
+    assert [entry.job_id for entry in journal.read()] == ["b"]

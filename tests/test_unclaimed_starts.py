@@ -8,6 +8,8 @@ import asyncio
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from tests.test_admission import Harness, ScriptedExecutor
 from tests.test_start_journal import context
 from yolo_orch.admission import Lanes
@@ -115,7 +117,7 @@ async def test_a_crash_before_the_claim_landed_counts_the_attempt_and_makes_a_su
     assert isinstance(failed.error, JobError)
     assert failed.error.code is ErrorCode.INTERRUPTED
     assert stale.id not in recovered
-    assert files.starts.take() == []  # taken at the recovery
+    assert files.starts.read() == []  # cleared once the recovery completed its claims
 
     task = asyncio.create_task(dispatcher.run())
     harness = Harness(store, lanes, dispatcher)
@@ -150,6 +152,25 @@ async def test_a_cluster_run_started_before_its_claim_landed_is_followed_after_a
     await task
     assert (ended.state, ended.attempt) == (JobState.SUCCEEDED, 1)  # one attempt, not two
     assert executor.started == [job.id]
+
+
+class FailingClaims(InMemoryJobStore):
+    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+        raise RuntimeError("the process died here")
+
+
+async def test_a_crash_while_the_journals_claims_are_completed_leaves_the_journal(
+    tmp_path: Path,
+) -> None:
+    store = FailingClaims()
+    files = JobFiles(tmp_path)
+    new = NewJob(kind=JobKind.INFERENCE, model="sim", spec={}, max_attempts=3)
+    job = (await store.create(new, max_queued=10, now=utcnow()))[0]
+    files.starts.note([context(job.id, 1)])
+    dispatcher = Dispatcher(store, Lanes(["sim:0"], 1), ScriptedExecutor(1), files)
+    with pytest.raises(RuntimeError, match="died here"):
+        await dispatcher.recover()
+    assert [entry.job_id for entry in files.starts.read()] == [job.id]  # for the next start
 
 
 class LaggingReads(InMemoryJobStore):

@@ -37,7 +37,8 @@ async def settle_left_running(
 ) -> LeftRunning:
     # Read before the recovery: a drained job gets its attempt back.
     drained = await anyio.to_thread.run_sync(files.take_abandoned)
-    await _complete_claims(store, await anyio.to_thread.run_sync(files.starts.take))
+    await _complete_claims(store, await anyio.to_thread.run_sync(files.starts.read))
+    await anyio.to_thread.run_sync(files.starts.clear)
     running = await store.running()
     by_id = {lane.id: lane for lane in lanes}
     on_lanes = [job for job in running if job.devices and set(job.devices) <= by_id.keys()]

@@ -19,6 +19,7 @@ Lines of runs whose claims have committed are stale: the dispatcher lets the fil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -68,16 +69,19 @@ class StartJournal:
             if self._fd is not None and os.fstat(self._fd).st_size > TRIM_BYTES:
                 os.ftruncate(self._fd, 0)
 
-    def take(self) -> list[Started]:
-        """At start-up, before any run: what the last process started, and an empty journal."""
+    def read(self) -> list[Started]:
+        """At start-up, before any run: what the last process started (the journal stays
+        until `clear`, so a crash before the claims it names are completed finds it again)."""
         try:
             text = self.path.read_bytes().decode(errors="replace")
         except FileNotFoundError:
             return []
-        started = [entry for line in text.splitlines() if (entry := _parse(line)) is not None]
-        with self._lock:
+        return [entry for line in text.splitlines() if (entry := _parse(line)) is not None]
+
+    def clear(self) -> None:
+        """At start-up, once the claims `read` named are completed."""
+        with self._lock, contextlib.suppress(FileNotFoundError):
             os.truncate(self.path, 0)
-        return started
 
     def close(self) -> None:
         with self._lock:

@@ -127,7 +127,7 @@ async def test_weights_travel_to_a_node_that_lacked_them(rig: Rig, tmp_path: Pat
 
     assert rig.executor.starts_unclaimed
     await rig.executor.run(context(job("job-1"), rig.lane_on(first), workdir, seen))
-    assert rig.starts.take() == [Started("job-1", 1, (rig.lane_on(first),))]
+    assert rig.starts.read() == [Started("job-1", 1, (rig.lane_on(first),))]
 
     assert (rig.cache / first / f"{rig.sha256}.pt").read_bytes() == rig.weights.read_bytes()
     assert not (rig.cache / second).exists()
