@@ -340,13 +340,12 @@ class Dispatcher:
             ]
             started = loop.time()
             ran = list(zip(batch.jobs, await self._execute(batch, ctxs), strict=True))
+            unclaimed: set[str] = set()
             if claiming is not None:  # a job cancelled before its claim has no outcome to record
                 unclaimed = await claiming
                 ran = [(job, outcome) for job, outcome in ran if job.id not in unclaimed]
-                for job_id in unclaimed:  # on a cluster, its actor keeps the run until told
-                    await self._executor.release(job_id)
             ended = await record_outcomes(
-                self._store, self._executor, ran, started, self._on_run_end
+                self._store, self._executor, ran, started, self._on_run_end, unclaimed
             )
             if len(ended) < len(ran):  # lost runs went back to the queue
                 self._head.forget()

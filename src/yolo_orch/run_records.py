@@ -79,14 +79,16 @@ async def record_outcomes(
     ran: Iterable[tuple[Job, Outcome | RunLost]],
     started: float,
     on_run_end: OnRunEnd | None,
+    unclaimed: Iterable[str] = (),
 ) -> list[tuple[Job, Outcome]]:
     """Record how a batch's runs ended, started at loop time `started`: a lost run (its node
     left) puts its job back in the queue, as after a crash. Then the executor lets go of what
-    it keeps of the runs whose end is committed (on a cluster: the actors' buffers); a job
-    whose outcome could not be recorded keeps its run for a restart. The jobs that had an
-    outcome, with it, recorded or not."""
+    it keeps of the runs whose end is committed (on a cluster: the actors' buffers), and of
+    the `unclaimed` runs (cancelled before their claims: nothing to record); a job whose
+    outcome could not be recorded keeps its run for a restart. The jobs that had an outcome,
+    with it, recorded or not."""
     ended: list[tuple[Job, Outcome]] = []
-    settled: list[str] = []
+    settled: list[str] = list(unclaimed)
     for job, outcome in ran:
         if isinstance(outcome, RunLost):
             log.warning("job %s: %s; back to the queue", job.id, outcome.message)
