@@ -97,3 +97,17 @@ async def test_a_cluster_that_does_not_answer_keeps_its_lanes_and_reads_unreacha
     assert (watcher.reachable, lanes.ids) == (False, ["aaaaaaaaaaaa/cuda:0"])
     await watcher.refresh()
     assert watcher.reachable
+
+
+async def test_a_full_lane_of_several_slots_ranks_by_its_oldest_job() -> None:
+    """It frees a turn when its oldest job ends, whenever its latest one started."""
+    lanes = Lanes(["cuda:0", "cuda:1"], 2)
+    zero, one = list(lanes)
+    for job in ("j1", "j2", "j3", "j4"):  # alternately on cuda:0 and cuda:1
+        assert await lanes.try_admit(job, 1) is not None
+    lanes.release("j2", [one])
+    assert await lanes.try_admit("j5", 1) == (one,)
+    lanes.release("j3", [zero])
+    assert await lanes.try_admit("j6", 1) == (zero,)
+    assert (zero.jobs, one.jobs) == ({"j1", "j6"}, {"j4", "j5"})
+    assert lanes.lanes_to_hold(1, reserved=set()) == {"cuda:0"}  # j1 is the oldest

@@ -28,9 +28,9 @@ class Lane:
     wedged: bool = False
     """A run's thread here ignored a stop (threads cannot be killed): no new job starts here
     until the server restarts."""
-    taken: int = 0
-    """When its latest turn was taken, in admissions since start: of two busy lanes, the one
-    taken earlier is likely to be free first."""
+    taken: dict[str, int] = field(default_factory=dict)
+    """When each job in `jobs` took its turn, in admissions since start (none for a run
+    followed again after a restart, which began before them all)."""
     semaphore: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -131,7 +131,7 @@ class Lanes:
         for lane in chosen:
             await lane.semaphore.acquire()  # never waits: each lane had a free slot
             lane.jobs.add(job_id)
-            lane.taken = taken
+            lane.taken[job_id] = taken
         return chosen
 
     def lanes_to_hold(self, count: int, reserved: Collection[str]) -> set[str]:
@@ -142,8 +142,9 @@ class Lanes:
         open_lanes = [lane for lane in self._lanes if lane.id not in reserved and lane.takes_work]
 
         def nearest_free(lane: Lane) -> tuple[bool | int, ...]:
-            free = lane.has_free_slot
-            return (not free, lane.busy, 0 if free else lane.taken, lane.index)
+            # A full lane frees a turn when its oldest job ends.
+            oldest = 0 if lane.has_free_slot else min(lane.taken.values(), default=0)
+            return (not lane.has_free_slot, lane.busy, oldest, lane.index)
 
         chosen = _pick_on_one_node(open_lanes, count, key=nearest_free)
         return {lane.id for lane in chosen or ()}
@@ -161,6 +162,7 @@ class Lanes:
         for lane in lanes:
             if job_id in lane.jobs:
                 lane.jobs.discard(job_id)
+                lane.taken.pop(job_id, None)
                 lane.semaphore.release()
 
 
