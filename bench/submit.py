@@ -103,8 +103,9 @@ def main() -> None:
     for connections in args.connections:
         for _ in range(args.runs):
             # max_queued far above what a run can submit, so nothing is refused.
-            batching = {"batch_max_images": {"sim": args.batch}} if args.batch > 1 else {}
-            with running_server(max_queued=10_000_000, sim_lanes=LANES, **batching) as server:
+            with running_server(
+                max_queued=10_000_000, sim_lanes=LANES, batch_max_images={"sim": args.batch}
+            ) as server:
                 if args.queue_only:
                     _hold_lanes(server.url)
                 cpu_before = cpu_seconds(server.pid)
