@@ -1,7 +1,7 @@
 """The Ray executor against the thread executor, in the same run, on the simulated runtime:
 a `ray.cluster_utils.Cluster` of 2 nodes x 2 logical GPUs against 4 simulated lanes.
 
-    python -m bench.ray_cluster [--seconds 0.2] [--work 6] [--jobs 30] [--training 0.2]
+    python -m bench.ray_cluster [--seconds 0.2] [--work 12] [--jobs 30] [--training 0.2]
 
 Ray listens on every interface, so this re-runs itself inside a network namespace that has
 nothing but loopback (`unshare -n`, as root) and refuses to start Ray anywhere else.
@@ -344,7 +344,13 @@ def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=0.2)
-    parser.add_argument("--work", type=float, default=6.0, help="seconds of work per lane")
+    parser.add_argument(
+        "--work",
+        type=float,
+        default=12.0,
+        help="seconds of work per lane (bench.admission's default: with less, the last job's "
+        "end on one lane weighs more)",
+    )
     parser.add_argument("--jobs", type=int, default=30, help="jobs for the overhead")
     parser.add_argument("--training", type=float, default=0.2, help="share of 2-lane training jobs")
     args = parser.parse_args()
