@@ -5,19 +5,21 @@ The tests (`tests/gpu`, marker `gpu`) run in a pytest subprocess: where each lan
 DataParallel over lane pairs, `half`, CUDA OOM containment, NVML readings, the TensorRT export.
 The benchmark trains one short run from `yolo11n.yaml` on a synthetic dataset on 1 lane, and on 2
 lanes (the in-process DataParallel split) where the host has them; then runs inference with the
-trained model on every lane, in images/second. Without CUDA it prints "no CUDA: skipped" and exits
-0; `--cpu` runs the benchmark's path on the CPU, small, as a smoke test (no tests). On each
-CUDA lane it also exports the trained model to a TensorRT engine (FP16, static, built on that
-lane) through the export runner and compares inference jobs with `format: "engine"` against the
-`.pt` with `half` (with `--cpu`, ONNX at FP32 in its place). The engine comparison has never run
-on a GPU: only its `--cpu` form has run. It needs `pip install 'yolo-orch[tensorrt]'` there;
-without tensorrt its rows say "skipped", like the TensorRT test.
+trained model on every lane, in images/second, and 1-image jobs alone against the same jobs sharing
+forward passes (cross-job batching's gain on that device). Without CUDA it prints "no CUDA:
+skipped" and exits 0; `--cpu` runs the benchmark's path on the CPU, small, as a smoke test (no
+tests). On each CUDA lane it also exports the trained model to a TensorRT engine (FP16, static,
+built on that lane) through the export runner and compares inference jobs with `format: "engine"`
+against the `.pt` with `half` (with `--cpu`, ONNX at FP32 in its place). The engine comparison has
+never run on a GPU: only its `--cpu` form has run. It needs `pip install 'yolo-orch[tensorrt]'`
+there; without tensorrt its rows say "skipped", like the TensorRT test.
 
 `--wheels FOLDER` first installs every wheel under FOLDER (made by `bench/gpu_wheels.sh`) offline
 into FOLDER/site (`pip install --no-index --no-deps --target`), then runs with it on the path:
 for a host with Python and torch but no registry. The exit status is 1 when a test failed.
 
 python -m bench.gpu_check [--wheels FOLDER] [--cpu] [--epochs 1] [--images 256] [--imgsz 320]
+    [--share 32]
 """
 
 from __future__ import annotations
@@ -51,6 +53,12 @@ def main() -> int:
     parser.add_argument("--batch", type=int, help="default 32; 8 with --cpu")
     parser.add_argument("--workers", type=int, help="DataLoader workers (default 2; CPU: 0)")
     parser.add_argument("--predict", type=int, default=64, help="images per inference run")
+    parser.add_argument(
+        "--share",
+        type=int,
+        help="1-image jobs per shared forward pass: default 32 (the cuda lanes' "
+        "batch_max_images); 8 with --cpu (the cpu lane's)",
+    )
     args = parser.parse_args()
     if args.wheels is not None:
         return _run_with_wheels(args.wheels)
@@ -68,6 +76,8 @@ def main() -> int:
     print("test A: its outcome, B: its seconds")
     print("train A: images/s, the whole job (set-up, validation); B: training batches only")
     print("predict A: images/s, the first job (model load, warm-up); B: a second job, warm")
+    print("batch N A: images/s of 1-image jobs, each alone; B: N at a time sharing forward")
+    print("  passes (batching.run_batch, as a lane runs a batch); issue 13's target: B >= 3 x A")
     print("pt/engine fp16 (CUDA), pt/onnx fp32 (--cpu): the same, the variant exported first")
     if any(what == "engine" for what, *_ in rows):
         print("engine skipped: no tensorrt on this host (the kit leaves it out)")
@@ -155,8 +165,11 @@ def benchmark(args: argparse.Namespace) -> list[Row]:
         if trained is None:
             raise RuntimeError("no lane trained a model")
         sources = make_images(base / "predict", args.predict)
+        share = args.share or (8 if small else 32)
         for lane in lanes:
             rows.append(("predict", lane, *_speeds(*predict(base, trained, lane, sources, imgsz))))
+            alone, shared = batched_vs_alone(base, trained, lane, sources, imgsz, share)
+            rows.append((f"batch {share}", lane, *_speeds(alone, shared)))
             if lane.startswith("cuda:") and importlib.util.find_spec("tensorrt") is None:
                 rows.append(("engine", lane, "skipped", "tensorrt"))  # as its test does
                 continue
@@ -226,6 +239,46 @@ def predict(
         runner.run(ctx)
         speeds.append(len(sources) / (time.perf_counter() - started))
     return speeds[0], speeds[1]
+
+
+def batched_vs_alone(
+    base: Path, model: Path, lane: str, sources: list[Path], imgsz: int, share: int
+) -> tuple[float, float]:
+    """Images/second of 1-image inference jobs on `lane`, warm: each job alone (`run`), then
+    `share` jobs at a time sharing forward passes (`batching.run_batch`)."""
+    from dataclasses import replace
+
+    from yolo_orch.batching import run_batch
+    from yolo_orch.runners.inference import YoloInferenceRunner
+    from yolo_orch.weights import ResolvedWeights, sha256_file
+
+    weights = ResolvedWeights(model, sha256_file(model))
+    runner = YoloInferenceRunner(fixed_resolver({"trained": weights}), data_roots=[base])
+
+    def jobs(side: str) -> list[Any]:
+        folder = base / "batching" / f"{lane.replace(':', '')}-{side}"
+        ctxs = [
+            RecordingContext().context(
+                folder / str(index), [source], model="trained", device=lane, imgsz=imgsz
+            )
+            for index, source in enumerate(sources)
+        ]
+        return [replace(ctx, job=replace(ctx.job, id=f"{side}-{i}")) for i, ctx in enumerate(ctxs)]
+
+    runner.run(jobs("warm-up")[0])  # the model loaded on the lane and warmed
+    alone = jobs("alone")
+    started = time.perf_counter()
+    for ctx in alone:
+        runner.run(ctx)
+    alone_s = time.perf_counter() - started
+    shared = jobs("shared")
+    started = time.perf_counter()
+    for first in range(0, len(shared), share):
+        outcomes = run_batch(runner, shared[first : first + share])
+        if failed := [outcome for outcome in outcomes if isinstance(outcome, Exception)]:
+            raise failed[0]
+    shared_s = time.perf_counter() - started
+    return len(sources) / alone_s, len(sources) / shared_s
 
 
 def exported_vs_pt(
