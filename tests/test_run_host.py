@@ -109,11 +109,9 @@ def test_only_the_attempt_it_holds_is_followed(tmp_path: Path) -> None:
     assert host.events(None, "j1", 2, 0, 0) is None
 
 
-def test_a_cancel_that_comes_before_its_run_stops_the_run_when_it_arrives(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A threaded actor may run a job's cancel before the call that brings its task: the run
-    then stops before it loads anything (a runtime, weights, a model)."""
+@pytest.fixture
+def runtimes_made(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The job ids runtimes are made for, from now on (earlier tests' runs may still start)."""
     made: list[str] = []
     real = actors.runtime_of
 
@@ -122,11 +120,19 @@ def test_a_cancel_that_comes_before_its_run_stops_the_run_when_it_arrives(
         return real(node_task, node_id)
 
     monkeypatch.setattr(actors, "runtime_of", counting)
+    return made
+
+
+def test_a_cancel_that_comes_before_its_run_stops_the_run_when_it_arrives(
+    tmp_path: Path, runtimes_made: list[str]
+) -> None:
+    """A threaded actor may run a job's cancel before the call that brings its task: the run
+    then stops before it loads anything (a runtime, weights, a model)."""
     host = RunHost("node-id")
     host.cancel("early", 1)
     host.events(task(tmp_path, "early", sim_seconds=0.3, sim_steps=3), "early", 1, 0, 0)
     assert isinstance(drain(host, "early")[-1], Stopped)
-    assert "early" not in made  # (earlier tests' runs may still be starting)
+    assert "early" not in runtimes_made
     host.release("early")
     host.events(task(tmp_path, "j2"), "j2", 1, 0, 0)  # another job's cancel is not its own
     assert isinstance(drain(host, "j2")[-1], Finished)
@@ -152,22 +158,12 @@ def test_release_and_keep_only_let_runs_go(tmp_path: Path) -> None:
     assert host.held() == 1
 
 
-def test_the_runtime_is_kept_for_the_next_job(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    made: list[object] = []
-    real = actors.runtime_of
-
-    def counting(node_task: NodeTask, node_id: str) -> Any:
-        made.append(node_task.job.id)
-        return real(node_task, node_id)
-
-    monkeypatch.setattr(actors, "runtime_of", counting)
+def test_the_runtime_is_kept_for_the_next_job(tmp_path: Path, runtimes_made: list[str]) -> None:
     host = RunHost("node-id")
-    for job_id in ("a", "b"):
+    for job_id in ("kept-1", "kept-2"):
         host.events(task(tmp_path, job_id), job_id, 1, 0, 0)
         drain(host, job_id)
-    assert made == ["a"]
+    assert [job_id for job_id in runtimes_made if job_id.startswith("kept-")] == ["kept-1"]
 
 
 def test_a_fatal_cuda_error_ends_the_run_not_the_process(tmp_path: Path) -> None:

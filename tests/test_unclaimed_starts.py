@@ -132,14 +132,20 @@ async def test_a_crash_before_the_claim_landed_counts_the_attempt_and_makes_a_su
     assert (jobs[stale.id].state, jobs[stale.id].attempt) == (JobState.SUCCEEDED, 1)
 
 
+async def started_unclaimed(store: InMemoryJobStore, files: JobFiles) -> Job:
+    """A queued job whose first attempt's start the journal noted, its claim not committed."""
+    new = NewJob(kind=JobKind.INFERENCE, model="sim", spec={}, max_attempts=3)
+    job = (await store.create(new, max_queued=10, now=utcnow()))[0]
+    files.starts.note([context(job.id, 1)])
+    return job
+
+
 async def test_a_cluster_run_started_before_its_claim_landed_is_followed_after_a_crash(
     tmp_path: Path,
 ) -> None:
     store = InMemoryJobStore()
     files = JobFiles(tmp_path)
-    new = NewJob(kind=JobKind.INFERENCE, model="sim", spec={}, max_attempts=3)
-    job = (await store.create(new, max_queued=10, now=utcnow()))[0]
-    files.starts.note([context(job.id, 1)])  # its task left; the server died before the claim
+    job = await started_unclaimed(store, files)  # its task left; the server died before the claim
     executor = ScriptedExecutor(1, starts_unclaimed=True)
     executor.survivors = {job.id}  # its actor still holds attempt 1
     lanes = Lanes(["sim:0"], 1)
@@ -164,9 +170,7 @@ async def test_a_crash_while_the_journals_claims_are_completed_leaves_the_journa
 ) -> None:
     store = FailingClaims()
     files = JobFiles(tmp_path)
-    new = NewJob(kind=JobKind.INFERENCE, model="sim", spec={}, max_attempts=3)
-    job = (await store.create(new, max_queued=10, now=utcnow()))[0]
-    files.starts.note([context(job.id, 1)])
+    job = await started_unclaimed(store, files)
     dispatcher = Dispatcher(store, Lanes(["sim:0"], 1), ScriptedExecutor(1), files)
     with pytest.raises(RuntimeError, match="died here"):
         await dispatcher.recover()
