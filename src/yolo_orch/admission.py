@@ -28,9 +28,6 @@ class Lane:
     wedged: bool = False
     """A run's thread here ignored a stop (threads cannot be killed): no new job starts here
     until the server restarts."""
-    taken: dict[str, int] = field(default_factory=dict)
-    """When each job in `jobs` took its turn, in admissions since start (none for a run
-    followed again after a restart, which began before them all)."""
     semaphore: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +70,9 @@ class Lanes:
         self._lanes: list[Lane] = []
         self._next_index = 0
         self._admissions = itertools.count(1)
+        self._admitted: dict[str, int] = {}
+        """When each job holding turns took them, in admissions since start (none for a run
+        followed again after a restart, which began before them all)."""
         self.add(lane_ids)
 
     def add(self, lane_ids: Iterable[str]) -> None:
@@ -127,11 +127,10 @@ class Lanes:
         chosen = _pick_on_one_node(free, count, key=lambda lane: (lane.busy, lane.index))
         if chosen is None:
             return None
-        taken = next(self._admissions)
+        self._admitted[job_id] = next(self._admissions)
         for lane in chosen:
             await lane.semaphore.acquire()  # never waits: each lane had a free slot
             lane.jobs.add(job_id)
-            lane.taken[job_id] = taken
         return chosen
 
     def lanes_to_hold(self, count: int, reserved: Collection[str]) -> set[str]:
@@ -143,7 +142,8 @@ class Lanes:
 
         def nearest_free(lane: Lane) -> tuple[bool | int, ...]:
             # A full lane frees a turn when its oldest job ends.
-            oldest = 0 if lane.has_free_slot else min(lane.taken.values(), default=0)
+            taken = (self._admitted.get(job_id, 0) for job_id in lane.jobs)
+            oldest = 0 if lane.has_free_slot else min(taken, default=0)
             return (not lane.has_free_slot, lane.busy, oldest, lane.index)
 
         chosen = _pick_on_one_node(open_lanes, count, key=nearest_free)
@@ -159,10 +159,10 @@ class Lanes:
             lane.batched.discard(job_id)
 
     def release(self, job_id: str, lanes: Iterable[Lane]) -> None:
+        self._admitted.pop(job_id, None)
         for lane in lanes:
             if job_id in lane.jobs:
                 lane.jobs.discard(job_id)
-                lane.taken.pop(job_id, None)
                 lane.semaphore.release()
 
 
