@@ -1,15 +1,17 @@
 """Small real-time requests: 32 concurrent clients, each sending one 640x480 JPEG per request, in
 one run against the same checkpoint (yolo11n built from its shipped yaml, untrained) at one imgsz:
 
-- direct: ultralytics `predict` called image by image in one process (batch 1, no HTTP);
+- direct: ultralytics `predict` in one process, no HTTP: image by image (batch 1), and on lists
+  of `--batch` images (what this CPU's batched forward pass gives one process);
 - LitServe serving the checkpoint, without and with its batching (`max_batch_size`);
 - yolo-orch on its cpu lane, 1-image upload jobs with `Prefer: wait`, batching off
   (`batch_max_images.cpu = 1`) and on, a fresh server each.
 
     python -m bench.small_jobs [--seconds 20] [--clients 32] [--imgsz 320] [--batch 8]
 
-Prints images/s, p50/p99 latency per request (per image for direct) and the mean batch size
-(jobs per run from yolo-orch's /v1/devices; images per predict from LitServe's workers). torch
+Prints images/s, p50/p99 latency per request (per image for direct, which waits for its batch)
+and the mean batch size (jobs per run from yolo-orch's /v1/devices; images per predict from
+LitServe's workers), then yolo-orch with batching against the other sides of the same run. torch
 uses the same thread count everywhere: the cpu lane's default (`default_cpu_threads`).
 LitServe is a `bench` extra (`pip install -e '.[bench]'`), never a runtime dependency.
 """
@@ -46,13 +48,17 @@ class Row:
     latencies: list[float]
     mean_batch: float | None
 
+    @property
+    def rate(self) -> float:
+        """Images a second."""
+        return self.images / self.seconds
+
     def line(self) -> str:
         ordered = sorted(self.latencies)
         p50 = statistics.median(ordered) * 1000
         p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
         batch = "-" if self.mean_batch is None else f"{self.mean_batch:.2f}"
-        rate = self.images / self.seconds
-        return f"| {self.side} | {rate:.1f} | {p50:.0f} | {p99:.0f} | {batch} |"
+        return f"| {self.side} | {self.rate:.1f} | {p50:.0f} | {p99:.0f} | {batch} |"
 
 
 def jpeg(path: Path) -> bytes:
@@ -89,7 +95,10 @@ async def hammer(
     return len(latencies), latencies
 
 
-def direct(ws: Workspace, image: bytes, imgsz: int, seconds: float) -> Row:
+def direct(ws: Workspace, image: bytes, imgsz: int, seconds: float, batch: int) -> Row:
+    """`batch` images decoded, then predicted in one call, over and over: batch 1 is the loop a
+    user would write; a larger batch is what one process gets from this CPU's batched forward
+    pass, the ceiling a server's batching approaches."""
     import cv2
     import numpy as np
     import torch
@@ -105,12 +114,13 @@ def direct(ws: Workspace, image: bytes, imgsz: int, seconds: float) -> Row:
     started = time.perf_counter()
     while time.perf_counter() < deadline:
         begun = time.perf_counter()
-        pixels = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR)
+        pixels = [
+            cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_COLOR) for _ in range(batch)
+        ]
         model.predict(pixels, imgsz=imgsz, device="cpu", verbose=False)
-        latencies.append(time.perf_counter() - begun)
-    return Row(
-        "direct predict, batch 1", len(latencies), time.perf_counter() - started, latencies, 1
-    )
+        latencies += [time.perf_counter() - begun] * batch  # each image waits for its batch
+    label = f"direct predict, batch {batch}"
+    return Row(label, len(latencies), time.perf_counter() - started, latencies, batch)
 
 
 def yolo_orch(
@@ -213,7 +223,7 @@ def main() -> None:
     args = parser.parse_args()
     with workspace({}) as ws:
         image = jpeg(ws.data / "shot.jpg")
-        rows = [direct(ws, image, args.imgsz, args.seconds)]
+        rows = [direct(ws, image, args.imgsz, args.seconds, batch) for batch in (1, args.batch)]
         for batch in (1, args.batch):
             rows.append(litserve(ws, image, args.imgsz, args.seconds, args.clients, batch))
         for batch in (1, args.batch):
@@ -224,6 +234,10 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for row in rows:
         print(row.line())
+    batched = rows[-1]
+    print(f"\n{batched.side} against:")
+    for row in rows[:-1]:
+        print(f"- {row.side}: {batched.rate / row.rate:.2f}")
 
 
 if __name__ == "__main__":
