@@ -74,6 +74,20 @@ def test_config_file_from_environment(tmp_path: Path, monkeypatch: pytest.Monkey
         load_settings()
 
 
+def test_a_partial_table_keeps_the_other_kinds_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "yolo.toml"
+    config.write_text("timeout_s = { inference = 60 }\n")
+    monkeypatch.setenv("YOLO_ORCH_BATCH_MAX_IMAGES__CUDA", "16")
+    settings = load_settings(config)
+    defaults = Settings()
+    assert settings.timeout_s == {**defaults.timeout_s, "inference": 60}
+    assert settings.timeout_s["validation"] == 3600
+    assert settings.batch_max_images == {**defaults.batch_max_images, "cuda": 16}
+    assert settings.batch_max_images["cpu"] == 8
+
+
 @pytest.mark.parametrize(
     "content",
     ["slots_per_lane = 0\n", 'runtime = "quantum"\n', "unknown_key = 1\n", 'lanes = ["a", "a"]\n'],

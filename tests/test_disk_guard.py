@@ -44,6 +44,10 @@ async def _look_again(app: FastAPI) -> None:
     await services.disk.check()
 
 
+def _files(folder: Path) -> set[Path]:
+    return {path for path in folder.rglob("*") if path.is_file()}
+
+
 def _entries(folder: Path) -> set[Path]:
     return set(folder.iterdir()) if folder.exists() else set()
 
@@ -217,7 +221,7 @@ async def _refused_everything_but_jobs(client: httpx.AsyncClient, jobs_dir: Path
     assert (await client.get("/readyz")).json()["checks"]["disk_space_ok"] is False
 
 
-async def test_an_upload_that_fills_the_disk_is_refused_and_leaves_nothing(
+async def test_uploads_that_fill_the_disk_are_refused_and_leave_nothing(
     small_disk: Path, settings_factory: Callable[..., Settings]
 ) -> None:
     settings = settings_factory(data_dir=small_disk, min_free_bytes=0, sim_lanes=1)
@@ -232,6 +236,13 @@ async def test_an_upload_that_fills_the_disk_is_refused_and_leaves_nothing(
         body = assert_problem(response, 507, "insufficient_storage")
         assert "filled up" in body["detail"]
         assert _entries(settings.jobs_dir) == before
+        files = _files(small_disk)
+        weights = await client.post("/v1/models", files={"file": ("w.pt", b"w" * (1 << 20))})
+        detail = assert_problem(weights, 507, "insufficient_storage")["detail"]
+        assert "filled up" in detail
+        assert "/" not in detail
+        assert _files(small_disk) == files  # nothing staged is left
+        assert (await client.get("/v1/models")).json()["models"] == []
         filler.unlink()
         again = await client.post("/v1/jobs/inference", data={"model": "sim"}, files=[IMAGE])
         assert again.status_code == 202, again.text

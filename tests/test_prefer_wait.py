@@ -49,6 +49,13 @@ async def test_a_quick_job_comes_back_finished_with_200(client: httpx.AsyncClien
     assert job["result"]["images"] == 2  # the summary comes with it
 
 
+async def test_a_long_prefer_header_is_a_hint_too(client: httpx.AsyncClient) -> None:
+    hints = "respond-async, " * 200 + "wait=10"
+    response = await client.post("/v1/jobs", json=sim_job(), headers={"Prefer": hints})
+    assert response.status_code == 200, response.text
+    assert response.headers["Preference-Applied"] == "wait=10"
+
+
 async def test_a_slow_job_is_still_202_after_the_wait(client: httpx.AsyncClient) -> None:
     slow = sim_job(params={"sim_seconds": 3.0})
     response = await client.post("/v1/jobs", json=slow, headers={"Prefer": "wait=0.2"})

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -87,7 +87,8 @@ class Settings(BaseSettings):
     batch_max_images: dict[LaneKind, Annotated[int, Field(ge=1, le=1024)]] = Field(
         default_factory=lambda: dict(_DEFAULT_BATCH_MAX_IMAGES),
         description="Images one forward pass may hold, by lane kind: queued inference jobs of "
-        "one model and forward-pass params share a pass up to this; 1 or absent: no batching.",
+        "one model and forward-pass params share a pass up to this; 1: no batching. A kind left "
+        "out keeps its default.",
     )
     batch_window_ms: float = Field(
         default=0.0,
@@ -121,7 +122,7 @@ class Settings(BaseSettings):
     timeout_s: dict[KindName, float] = Field(
         default_factory=lambda: dict(_DEFAULT_TIMEOUTS_S),
         description="Each kind's time limit in seconds when a job's `params.timeout_s` sets "
-        "none; 0 or absent: none. A job past it fails `timeout`.",
+        "none; 0: none. A job past it fails `timeout`. A kind left out keeps its default.",
     )
     stall_after_s: float = Field(
         default=3600.0,
@@ -370,6 +371,18 @@ class Settings(BaseSettings):
         description="Bytes of images and videos one inference job carries to a Ray node "
         "(invalid_input beyond).",
     )
+
+    @field_validator("batch_max_images", mode="after")
+    @classmethod
+    def _batch_defaults_kept(cls, value: dict[LaneKind, int]) -> dict[LaneKind, int]:
+        """`{ cuda = 16 }` changes the cuda lanes only, not turning batching off elsewhere."""
+        return {**_DEFAULT_BATCH_MAX_IMAGES, **value}
+
+    @field_validator("timeout_s", mode="after")
+    @classmethod
+    def _timeout_defaults_kept(cls, value: dict[KindName, float]) -> dict[KindName, float]:
+        """`{ inference = 60 }` changes inference only: validation keeps its limit."""
+        return {**_DEFAULT_TIMEOUTS_S, **value}
 
     @model_validator(mode="after")
     def _check_timeouts(self) -> Settings:

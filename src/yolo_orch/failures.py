@@ -25,7 +25,7 @@ def failure_of(exc: BaseException) -> JobError:
     of memory"; sticky CUDA errors name their cause. The simulated runtime raises the same."""
     if isinstance(exc, YoloOrchError):
         return JobError(exc.code, exc.message)
-    if _disk_full(exc):
+    if disk_full(exc):
         return JobError(ErrorCode.DISK_FULL, f"no space left on the device: {exc}")
     if isinstance(exc, RuntimeError) and any(sign in str(exc) for sign in _STICKY_CUDA_ERRORS):
         return JobError(ErrorCode.CUDA_FATAL, str(exc))
@@ -34,7 +34,7 @@ def failure_of(exc: BaseException) -> JobError:
     return JobError(ErrorCode.RUNTIME_ERROR, f"{type(exc).__name__}: {exc}")
 
 
-def _disk_full(exc: BaseException | None) -> bool:
+def disk_full(exc: BaseException | None) -> bool:
     """ENOSPC, raised directly or as the cause of what a library raised instead (torch's
     checkpoint writer, for one, says so only in its message)."""
     seen = 0

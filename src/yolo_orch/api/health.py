@@ -22,9 +22,9 @@ async def healthz() -> Health:
     "/readyz",
     response_model=Readiness,
     summary="Readiness: database writable, migrations at head, lanes present, not draining",
-    description="200 `ready`; 200 `degraded` when some lane's GPU reports a fatal state (the "
-    "others keep serving) or when every thread for request-time file work, or for expanding "
-    "globs, is busy and requests wait for one (`file_workers_available` or "
+    description="200 `ready`; 200 `degraded` when some lane's GPU reports a fatal state or the "
+    "lane is wedged (the others keep serving), or when every thread for request-time file work, "
+    "or for expanding globs, is busy and requests wait for one (`file_workers_available` or "
     "`walk_workers_available` false), or when a disk is below `min_free_bytes` "
     "(`disk_space_ok` false: submissions and uploads get 507), or when the Ray cluster's head does "
     "not answer (`cluster_reachable` false: submissions commit and wait); 503 `not_ready` "

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from yolo_orch.api.auth import admin_scope
 from yolo_orch.api.deps import JobServiceDep, ServicesDep
-from yolo_orch.api.prefer import RequestedWait, mark_applied
+from yolo_orch.api.prefer import PREFERENCE_APPLIED, RequestedWait, mark_applied
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.results import JobResultDetail
 from yolo_orch.api.schemas import (
@@ -62,7 +62,10 @@ async def list_jobs(
     summary="Get a job",
     description="With `Prefer: wait=N`, a long poll: the answer is held until the job ends or N "
     "seconds pass, and says so with `Preference-Applied`.",
-    responses=problem_responses(404),
+    responses={
+        200: {"headers": {"Preference-Applied": PREFERENCE_APPLIED}},
+        **problem_responses(404),
+    },
 )
 async def get_job(
     job_id: JobId, jobs: JobServiceDep, response: Response, wait: RequestedWait

@@ -1,6 +1,7 @@
 """`Prefer: wait=N` (RFC 7240 section 4.3): how long a client would have a request held for the
 job it names to finish. Preferences are hints: a malformed or unknown one is ignored, never an
-error, and the wait is capped by `max_wait_s`."""
+error (the header's length is bounded by `max_header_bytes`, as every header's), and the wait is
+capped by `max_wait_s`."""
 
 from __future__ import annotations
 
@@ -37,14 +38,19 @@ def wait_seconds(header: str | None, max_wait_s: float) -> float | None:
 
 async def _requested_wait(
     services: ServicesDep,
-    prefer: Annotated[
-        str | None, Header(alias="Prefer", max_length=1024, description=PREFER_DESCRIPTION)
-    ] = None,
+    prefer: Annotated[str | None, Header(alias="Prefer", description=PREFER_DESCRIPTION)] = None,
 ) -> float | None:
     return wait_seconds(prefer, services.settings.max_wait_s)
 
 
 RequestedWait = Annotated[float | None, Depends(_requested_wait)]
+
+
+PREFERENCE_APPLIED: dict[str, object] = {
+    "description": "`wait=N`: the wait applied (the one asked for, at most `max_wait_s`)",
+    "schema": {"type": "string"},
+}
+"""The response header, as the OpenAPI document declares it."""
 
 
 def mark_applied(response: Response, seconds: float) -> None:

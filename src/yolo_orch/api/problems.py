@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from yolo_orch import errors
+from yolo_orch.failures import disk_full
 
 log = logging.getLogger(__name__)
 
@@ -259,6 +260,15 @@ def _allowed_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+async def _os_error(request: Request, exc: Exception) -> JSONResponse:
+    """ENOSPC: the disk filled since the guard looked (a request removes what it staged when
+    it fails); any other OSError is a bug as other exceptions are."""
+    if disk_full(exc):
+        log.warning("disk full during %s %s: %s", request.method, request.url.path, exc)
+        return error_response(errors.InsufficientStorage(["storing the request"], full=True))
+    return await _unexpected_error(request, exc)
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem_response(500, "internal_error", "the server failed to handle this request")
@@ -276,4 +286,5 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(errors.YoloOrchError, _app_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(OSError, _os_error)
     app.add_exception_handler(Exception, _unexpected_error)

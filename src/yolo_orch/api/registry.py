@@ -22,6 +22,11 @@ from yolo_orch.variants import Variant
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
+_LOCATION: dict[str, Any] = {
+    "description": "`/v1/models/{id}`: the model, with its variants",
+    "schema": {"type": "string"},
+}
+
 ModelRef = Annotated[str, Path(description="The model's id or name.", max_length=200)]
 ModelName = Annotated[
     str, Field(min_length=1, max_length=MODEL_NAME_MAX_LENGTH, pattern=MODEL_NAME_PATTERN)
@@ -148,6 +153,7 @@ _IMPORT_BODY: dict[str, Any] = {
     "`no_model_roots` otherwise), and the file must be under one of them.",
     responses={
         200: {"model": ModelPublic, "description": "Already registered"},
+        201: {"description": "Imported", "headers": {"Location": _LOCATION}},
         **problem_responses(403, 409, 413, 415, 422, 507),
     },
     openapi_extra=_IMPORT_BODY,
@@ -240,6 +246,7 @@ _VARIANT_IMPORT_BODY: dict[str, Any] = {
     "the existing variant (200).",
     responses={
         200: {"model": VariantPublic, "description": "Already registered"},
+        201: {"description": "Imported", "headers": {"Location": _LOCATION}},
         **problem_responses(403, 404, 413, 415, 422, 507),
     },
     openapi_extra=_VARIANT_IMPORT_BODY,

@@ -17,7 +17,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from yolo_orch.api.deps import DiskSpace, Services, ServicesDep
-from yolo_orch.api.prefer import RequestedWait, mark_applied
+from yolo_orch.api.prefer import PREFERENCE_APPLIED, RequestedWait, mark_applied
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.schemas import (
     InferenceJobCreate,
@@ -35,9 +35,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 _FINISHED: dict[str, Any] = {
     "model": JobPublic,
     "description": "With `Prefer: wait`: the job ended in time (its result summary included).",
-    "headers": {
-        "Preference-Applied": {"description": "`wait=N`, as asked", "schema": {"type": "string"}}
-    },
+    "headers": {"Preference-Applied": PREFERENCE_APPLIED},
 }
 _ACCEPTED: dict[str, Any] = {
     "description": "Committed: the job is queued (or, with an `Idempotency-Key` seen before, the "

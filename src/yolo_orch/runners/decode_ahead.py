@@ -12,8 +12,9 @@ function (`decode.decode_image`, with its header check and its `max_image_pixels
 the upload was saved to. What the pool has not decoded, or dropped, the lane decodes itself:
 - memory is bounded: while the pixels held reach `max_bytes`, the pool decodes nothing more (it
   may pass the bound by the images it is decoding at that moment);
-- an entry not taken within `ttl_s` is dropped (its job was cancelled, or waits behind a long
-  queue), so that it does not hold memory that newer uploads could use;
+- an entry not taken within `ttl_s` is dropped when the next upload starts (its job was
+  cancelled, or waits behind a long queue), so that it does not hold memory that newer uploads
+  could use; until then a lane may still take it;
 - nothing is kept across a restart: a job recovered after one decodes its files as always.
 """
 
