@@ -53,6 +53,23 @@ def test_saved_inputs_and_their_folder_are_fsynced(
     )
 
 
+def test_an_upload_is_stored_with_a_plain_extension_only(tmp_path: Path) -> None:
+    names = ["a.JPG", "b.p\x00ng", "c.mp4", "d.jpeg-long-extension", "e", ".hidden"]
+    files, _ = JobFiles(tmp_path / "jobs").save_inputs(
+        "job-1", [(name, io.BytesIO(b"x")) for name in names]
+    )
+
+    assert [Path(entry["path"]).name for entry in files] == [
+        "00000.jpg",
+        "00001",
+        "00002.mp4",
+        "00003",
+        "00004",
+        "00005",
+    ]
+    assert [entry["name"] for entry in files] == names
+
+
 def test_write_atomic_still_fsyncs_the_file_and_its_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -67,7 +68,7 @@ class JobFiles:
         files, digests = [], []
         for index, (name, source) in enumerate(uploads):
             display = Path(name.replace("\\", "/")).name or f"image-{index}"
-            target = folder / f"{index:05d}{Path(display).suffix.lower()[:10]}"
+            target = folder / f"{index:05d}{_stored_suffix(display)}"
             digest = hashlib.sha256()
             with target.open("wb") as out:
                 while chunk := source.read(1 << 20):
@@ -254,3 +255,10 @@ def _sync_dir(folder: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _stored_suffix(display: str) -> str:
+    """The extension an upload is stored with (readers pick images from videos by it): the
+    client's, lower-cased, when it is a plain one; none otherwise (a NUL, a path, 40 bytes)."""
+    suffix = Path(display).suffix.lower()
+    return suffix if re.fullmatch(r"\.[a-z0-9]{1,9}", suffix) else ""
