@@ -109,6 +109,7 @@ async def test_unsafe_datasets_are_refused_and_nothing_runs(
         (training(model="yolo11n-pose.yaml"), 422, "task_mismatch"),
         (training(params={"optimizer": "Lion"}), 422, "invalid_request"),
         (training(params={"colour": "red"}), 422, "invalid_request"),
+        (training(params={"output_name": ".."}), 422, "invalid_request"),
         (training(dataset="ds/missing.yaml"), 422, "dataset_not_found"),
         (
             {"kind": "inference", "model": "yolo11n.yaml", "inputs": ["ds/images/val/*.png"]},

@@ -132,6 +132,7 @@ async def test_weights_that_are_not_a_checkpoint_are_refused_and_not_kept(host: 
         ({"path": "../data/shots/img0.jpg"}, 422, "path_outside_roots"),
         ({"path": "missing.pt"}, 422, "file_not_found"),
         ({"path": "tiny.pt", "name": "has spaces"}, 422, "invalid_request"),
+        ({"path": "tiny.pt", "name": ".."}, 422, "invalid_request"),  # not addressable in a URL
         ({"path": "tiny.pt", "colour": "red"}, 422, "invalid_request"),
     ],
 )

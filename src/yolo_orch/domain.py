@@ -200,9 +200,10 @@ class Model:
     """False once its file no longer matched its fingerprint at load time."""
 
 
-MODEL_NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$"
 MODEL_NAME_MAX_LENGTH = 200
-"""What a model name may be, given or derived: a client must be able to address it by name."""
+"""What a model name may be, given or derived: a client must be able to address it by name, so
+not dots alone ("." and ".." are a URL path's own segments)."""
 
 
 def model_name_from_file(file_name: str) -> str:
