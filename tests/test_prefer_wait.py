@@ -56,6 +56,13 @@ async def test_a_long_prefer_header_is_a_hint_too(client: httpx.AsyncClient) -> 
     assert response.headers["Preference-Applied"] == "wait=10"
 
 
+async def test_preferences_in_several_fields_are_one_list(client: httpx.AsyncClient) -> None:
+    headers = [("Prefer", "respond-async"), ("Prefer", "wait=10")]
+    response = await client.post("/v1/jobs", json=sim_job(), headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["Preference-Applied"] == "wait=10"
+
+
 async def test_a_slow_job_is_still_202_after_the_wait(client: httpx.AsyncClient) -> None:
     slow = sim_job(params={"sim_seconds": 3.0})
     response = await client.post("/v1/jobs", json=slow, headers={"Prefer": "wait=0.2"})

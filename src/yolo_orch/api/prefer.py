@@ -38,9 +38,12 @@ def wait_seconds(header: str | None, max_wait_s: float) -> float | None:
 
 async def _requested_wait(
     services: ServicesDep,
-    prefer: Annotated[str | None, Header(alias="Prefer", description=PREFER_DESCRIPTION)] = None,
+    prefer: Annotated[
+        list[str] | None, Header(alias="Prefer", description=PREFER_DESCRIPTION)
+    ] = None,
 ) -> float | None:
-    return wait_seconds(prefer, services.settings.max_wait_s)
+    # Several Prefer fields are one list, as if joined by commas (RFC 7240 section 2).
+    return wait_seconds(",".join(prefer or ()), services.settings.max_wait_s)
 
 
 RequestedWait = Annotated[float | None, Depends(_requested_wait)]
