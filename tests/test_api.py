@@ -129,6 +129,19 @@ async def test_malformed_json_is_a_problem(client: httpx.AsyncClient) -> None:
     assert_problem(response, 422, "invalid_request")
 
 
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+async def test_a_job_not_sent_as_json_is_415(
+    client: httpx.AsyncClient, content_type: str | None
+) -> None:
+    headers = {} if content_type is None else {"content-type": content_type}
+    response = await client.post("/v1/jobs", content=json.dumps(sim_job()), headers=headers)
+    assert_problem(response, 415, "unsupported_media_type")
+    assert (await client.get("/v1/jobs")).json()["jobs"] == []
+    as_json = {"content-type": "application/json; charset=utf-8"}
+    response = await client.post("/v1/jobs", content=json.dumps(sim_job()), headers=as_json)
+    assert response.status_code == 202, response.text
+
+
 async def test_unknown_model_is_refused_at_submission(client: httpx.AsyncClient) -> None:
     body = {"kind": "inference", "model": "yolo11n", "inputs": ["a.jpg"]}
     problem = assert_problem(await client.post("/v1/jobs", json=body), 404, "model_not_found")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
 import anyio.to_thread
-from fastapi import APIRouter, Body, Header, Request, Response, status
+from fastapi import APIRouter, Body, Depends, Header, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile
@@ -25,7 +25,7 @@ from yolo_orch.api.schemas import (
     JobPublic,
 )
 from yolo_orch.domain import Job, NewJob
-from yolo_orch.errors import InsufficientStorage, InvalidJob, QueueFull
+from yolo_orch.errors import InsufficientStorage, InvalidJob, QueueFull, UnsupportedMediaType
 from yolo_orch.images import refuse_oversized
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.params.inference import InferenceParams
@@ -60,6 +60,13 @@ IdempotencyKey = Annotated[
 ]
 
 
+async def _json_body(request: Request) -> None:
+    """A body sent as something other than JSON is refused as such (415), not read as JSON."""
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media_type != "application/json" and not media_type.endswith("+json"):
+        raise UnsupportedMediaType("send the job as application/json")
+
+
 @router.post(
     "",
     status_code=status.HTTP_202_ACCEPTED,
@@ -68,8 +75,12 @@ IdempotencyKey = Annotated[
     description="Answers once the job is committed to the database (202). Poll `Location` for "
     "its state, or send `Prefer: wait=N`: the answer is then held up to N seconds and is 200 "
     "with the finished job (and `Preference-Applied`) if it ends in time.",
-    responses={200: _FINISHED, 202: _ACCEPTED, **problem_responses(404, 409, 422, 429, 503, 507)},
-    dependencies=[DiskSpace],
+    responses={
+        200: _FINISHED,
+        202: _ACCEPTED,
+        **problem_responses(404, 409, 415, 422, 429, 503, 507),
+    },
+    dependencies=[Depends(_json_body), DiskSpace],
 )
 async def submit_job(
     body: Annotated[JobCreate, Body()],
