@@ -20,6 +20,7 @@ from yolo_orch.params.inference import (
     DEFAULT_TOP_K,
     InferenceParams,
 )
+from yolo_orch.runners.artifact_names import artifact_name
 
 if TYPE_CHECKING:
     import torch
@@ -64,15 +65,18 @@ class Encoding:
 
 @dataclass(frozen=True)
 class ImageOutput:
-    """Where an image's artifacts go: `artifacts/{index:05d}_{stem}...`."""
+    """Where an image's artifacts go: `artifacts/{index:05d}_{stem}{tail}...`, a long stem cut
+    to fit in a file name (`artifact_names`)."""
 
     artifacts: Path
     index: int
     stem: str
+    tail: str = ""
+    """Kept whole after the stem: a video frame's `_f{frame:06d}`."""
 
     def write(self, suffix: str, data: bytes) -> str:
         """Write an artifact (renamed into place whole) and return its name."""
-        name = f"{self.index:05d}_{self.stem}{suffix}"
+        name = artifact_name(self.index, self.stem, self.tail + suffix)
         self.artifacts.mkdir(parents=True, exist_ok=True)
         tmp = self.artifacts / f".{name}.tmp"
         tmp.write_bytes(data)

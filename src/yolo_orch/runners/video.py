@@ -5,7 +5,8 @@ through the job's model, optionally tracked, each frame's entry streamed to a JS
   its first, at most `max_frames`. Frames of one video go through the model `batch_size(imgsz)`
   at a time (one streaming predict, one forward pass), then, in order, through the tracker.
 - Results at any length: each frame's entry (`frame`, `time_s` and the task's fields) is appended
-  to `artifacts/{index:05d}_{stem}.frames.jsonl` as it is made, with a byte index beside it
+  to `artifacts/{index:05d}_{stem}.frames.jsonl` (a long stem cut to fit in a file name:
+  `artifact_names`) as it is made, with a byte index beside it
   (`resultfile.EntryLog`), and flushed after each batch: no frame is held once it is written. The
   job's result holds, per video, one entry: its summary and the artifact's name.
 - Progress counts frames (an image counts as one) against what the containers declare, and says
@@ -33,6 +34,7 @@ from yolo_orch.inputs import open_contained, opened_name
 from yolo_orch.jobfiles import FRAMES_SUFFIX
 from yolo_orch.params.inference import BOX_TASKS, InferenceParams
 from yolo_orch.resultfile import EntryLog
+from yolo_orch.runners.artifact_names import artifact_name
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.decode import InputFile, batch_size
 from yolo_orch.runners.encode import Encoding, ImageOutput, counted, encode
@@ -216,7 +218,7 @@ class _VideoRun:
 
         artifacts = self._ctx.workdir / "artifacts"
         stem = source.path.stem
-        frames_name = f"{index:05d}_{stem}{FRAMES_SUFFIX}"
+        frames_name = artifact_name(index, stem, FRAMES_SUFFIX)
         params = self._params
         tracker = (
             FrameTracker(params.track, params.tracker, self._encoding.task, self._device)
@@ -224,7 +226,9 @@ class _VideoRun:
             else None
         )
         annotated = (
-            _AnnotatedVideo(artifacts, f"{index:05d}_{stem}.annotated.mp4", info, params.vid_stride)
+            _AnnotatedVideo(
+                artifacts, artifact_name(index, stem, ".annotated.mp4"), info, params.vid_stride
+            )
             if params.save_annotated
             else None
         )
@@ -324,7 +328,7 @@ class _FrameOutputs:
     annotated: _AnnotatedVideo | None
 
     def entry(self, frame: int, result: Results, encoding: Encoding) -> JsonObject:
-        output = ImageOutput(self.artifacts, self.index, f"{self.stem}_f{frame:06d}")
+        output = ImageOutput(self.artifacts, self.index, self.stem, f"_f{frame:06d}")
         entry: JsonObject = {
             "frame": frame,
             "time_s": round(frame / self.fps, 4),
