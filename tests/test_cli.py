@@ -267,7 +267,7 @@ def test_idempotency_key_returns_the_same_job(cli: Any) -> None:
 
 
 def test_list_follows_pages_and_filters(cli: Any) -> None:
-    ids = [_submit(cli, "-i", f"list-{n}.jpg") for n in range(3)]
+    ids = [_submit(cli, "-i", f"list-{n}.jpg") for n in range(4)]  # one more than a page of 3
     for job_id in ids:
         assert cli("wait", job_id, "-q").exit_code == 0
 

@@ -142,6 +142,16 @@ class UnsupportedMediaType(YoloOrchError):
     code = "unsupported_media_type"
 
 
+class RangeNotSatisfiable(YoloOrchError):
+    """No range of a `Range` header overlaps the file it asks for."""
+
+    code = "range_not_satisfiable"
+
+    def __init__(self, header: str, size: int) -> None:
+        super().__init__(f"no range of {header!r} overlaps the {size} bytes of this file")
+        self.size = size
+
+
 class InvalidCursor(YoloOrchError):
     code = "invalid_cursor"
 

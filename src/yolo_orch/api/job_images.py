@@ -8,9 +8,9 @@ from typing import Annotated
 
 import anyio.to_thread
 from fastapi import APIRouter, Path
-from fastapi.responses import FileResponse
 
 from yolo_orch.api.deps import ServicesDep
+from yolo_orch.api.file_responses import RANGE_RESPONSES, RangedFileResponse
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.errors import UploadNotFound
 
@@ -35,15 +35,16 @@ _LOCKED_DOWN = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": 
     "/{job_id}/inputs/{index}",
     summary="An uploaded input image",
     description="The `index`-th image uploaded with the job (POST /v1/jobs/inference), in the "
-    "order of the result's `images`. 404 `upload_not_found` for inputs named under a data root.",
-    response_class=FileResponse,
-    responses=problem_responses(404),
+    "order of the result's `images`. 404 `upload_not_found` for inputs named under a data root. "
+    "`Range` requests are served (206, or 416 `range_not_satisfiable`).",
+    response_class=RangedFileResponse,
+    responses={**RANGE_RESPONSES, **problem_responses(404)},
 )
 async def get_input(
     job_id: Annotated[str, Path(max_length=64)],
     index: Annotated[int, Path(ge=0, le=2**31)],
     services: ServicesDep,
-) -> FileResponse:
+) -> RangedFileResponse:
     job = await services.jobs.get(job_id)
     files = job.spec.get("files") or []
     entry = files[index] if index < len(files) else None
@@ -56,7 +57,7 @@ async def get_input(
         raise UploadNotFound(job_id, index)
     media_type = IMAGE_TYPES.get(path.suffix.lower())
     if media_type is None:
-        return FileResponse(
+        return RangedFileResponse(
             path, media_type="application/octet-stream", filename=path.name, headers=_LOCKED_DOWN
         )
-    return FileResponse(path, media_type=media_type, headers=_LOCKED_DOWN)
+    return RangedFileResponse(path, media_type=media_type, headers=_LOCKED_DOWN)

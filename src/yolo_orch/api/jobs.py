@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Response, status
-from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel
 
 from yolo_orch.api.auth import admin_scope
 from yolo_orch.api.deps import JobServiceDep, ServicesDep
+from yolo_orch.api.file_responses import RANGE_RESPONSES, RangedFileResponse
 from yolo_orch.api.prefer import PREFERENCE_APPLIED, RequestedWait, mark_applied
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.results import JobResultDetail
@@ -125,8 +128,9 @@ RESULT_PAGE_MAX = 1000
     "end) and `next_offset` is the `offset` of the next page, or null after the last. A "
     "result without per-image entries (training) has `total` 0. With `entry`, the index of a "
     "video's entry in `images`, the page holds that video's frames instead (`frames`, from "
-    "its JSON Lines artifact; 404 `frames_not_found` for an entry that is not a video).",
-    responses={200: {"model": JobResultDetail}, **problem_responses(404, 409)},
+    "its JSON Lines artifact; 404 `frames_not_found` for an entry that is not a video). A "
+    "whole result served from its file honours `Range` (206, or 416 `range_not_satisfiable`).",
+    responses={200: {"model": JobResultDetail}, **RANGE_RESPONSES, **problem_responses(404, 409)},
 )
 async def get_result(
     job_id: JobId,
@@ -147,7 +151,7 @@ async def get_result(
         result = await jobs.result(job_id)
         if isinstance(result, bytes):
             return Response(result, media_type="application/json")
-        return FileResponse(result, media_type="application/json")
+        return RangedFileResponse(result, media_type="application/json")
     limit = limit or RESULT_PAGE_DEFAULT
     page = await jobs.result_page(job_id, offset or 0, limit)
     return StreamingResponse(page.json(limit), media_type="application/json")
@@ -259,26 +263,36 @@ class ArtifactList(BaseModel):
 async def list_artifacts(job_id: JobId, jobs: JobServiceDep) -> ArtifactList:
     return ArtifactList(
         artifacts=[
-            ArtifactPublic(name=name, size_bytes=size, url=f"/v1/jobs/{job_id}/artifacts/{name}")
+            ArtifactPublic(name=name, size_bytes=size, url=artifact_url(job_id, name))
             for name, size in await jobs.artifacts(job_id)
         ]
     )
 
 
+def artifact_url(job_id: str, name: str) -> str:
+    """Where an artifact is fetched: each path segment percent-encoded (a file name may hold
+    spaces, newlines, `#`, `?`, `%` or non-ASCII characters)."""
+    return f"/v1/jobs/{quote(job_id, safe='')}/artifacts/{quote(name, safe='')}"
+
+
 @router.get(
     "/{job_id}/artifacts/{name}",
     summary="Download one artifact",
-    response_class=FileResponse,
-    responses=problem_responses(404),
+    description="`Range` requests are served (206, or 416 `range_not_satisfiable`).",
+    response_class=RangedFileResponse,
+    responses={**RANGE_RESPONSES, **problem_responses(404)},
 )
 async def get_artifact(
     job_id: JobId, name: Annotated[str, Path(max_length=255)], jobs: JobServiceDep
-) -> FileResponse:
-    return FileResponse(await jobs.artifact(job_id, name), filename=name)
+) -> RangedFileResponse:
+    return RangedFileResponse(await jobs.artifact(job_id, name), filename=name)
 
 
 _MAX_SEQ = 2**63 - 1
 """Cursors hold a row's sequence number: an SQLite integer."""
+_CURSOR_TEXT = re.compile(r"seq:([0-9]{1,19})")
+"""ASCII digits only: `str.isdigit` and `int` also take other scripts' digits (Arabic-Indic,
+fullwidth, ...)."""
 
 
 def _encode_cursor(seq: int | None) -> str | None:
@@ -291,10 +305,12 @@ def _decode_cursor(cursor: str | None) -> int | None:
     if cursor is None:
         return None
     try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        prefix, _, value = text.partition(":")
-        if prefix != "seq" or not value.isdigit() or len(value) > 19 or int(value) > _MAX_SEQ:
-            raise ValueError(text)
-        return int(value)
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
     except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidCursor(f"cursor {cursor!r} was not issued by this server") from None
+        text = ""
+    found = _CURSOR_TEXT.fullmatch(text)
+    seq = int(found[1]) if found is not None else None
+    # Only what `_encode_cursor` writes: no leading zeros, no other base64 spelling of it.
+    if seq is None or seq > _MAX_SEQ or _encode_cursor(seq) != cursor:
+        raise InvalidCursor(f"cursor {cursor!r} was not issued by this server")
+    return seq

@@ -51,6 +51,7 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.QueueFull: 429,
     errors.BodyTooLarge: 413,
     errors.UnsupportedMediaType: 415,
+    errors.RangeNotSatisfiable: 416,
     errors.ShuttingDown: 503,
     errors.JobActive: 409,
     errors.InsufficientStorage: 507,
@@ -197,6 +198,8 @@ def error_response(exc: errors.YoloOrchError) -> JSONResponse:
         headers = {"Retry-After": str(exc.retry_after_s)}
     elif isinstance(exc, errors.Unauthorized):
         headers = {"WWW-Authenticate": "Bearer"}
+    elif isinstance(exc, errors.RangeNotSatisfiable):
+        headers = {"Content-Range": f"bytes */{exc.size}"}
     elif isinstance(exc, errors.ShuttingDown):
         headers = {"Retry-After": "5", "Connection": "close"}
     return problem_response(status, exc.code, exc.message, headers)
