@@ -1,7 +1,11 @@
 """Exported files a client brings: what they are, read without running code from them.
 
 Only ONNX and OpenVINO are accepted (see `variants.IMPORTABLE_FORMATS`). The ultralytics metadata
-they carry (task, class names, size) must agree with the model they are imported as a variant of.
+they carry (task, class names, size) must agree with the model they are imported as a variant of,
+stay within what a job here could ask for (`params.common`), and agree with the model's
+input; and the model itself is read once by the runtime that will run it (ONNX Runtime, OpenVINO),
+so that a file the runtime cannot read is refused at import rather than failing every job that
+`format: auto` would give it. Reading a model builds its graph; it runs nothing from it.
 """
 
 from __future__ import annotations
@@ -9,16 +13,21 @@ from __future__ import annotations
 import ast
 import zipfile
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from yolo_orch import safe_yaml
 from yolo_orch.class_names import in_id_order
 from yolo_orch.errors import ExportDependencyMissing, InvalidJob
+from yolo_orch.params.common import EXPORT_BATCH_MAX, IMGSZ_MAX, IMGSZ_MIN
 from yolo_orch.variants import ENTRY_NAMES, UNIMPORTABLE_SUFFIXES, ExportFormat
+
+if TYPE_CHECKING:
+    import onnx
 
 MAX_ARCHIVE_MEMBERS = 16
 CHUNK_BYTES = 1 << 20
@@ -26,6 +35,14 @@ MAX_METADATA_BYTES = 1 << 20
 """Of an OpenVINO model's metadata.yaml, and of each ultralytics entry in an ONNX file's
 metadata: the class names of a model fit (they are under `max_class_names_bytes`)."""
 METADATA_NODES_BESIDES_NAMES = 1000
+FLAGS = ("dynamic", "half", "int8")
+"""The export options in a variant's metadata `args` that its lineage records."""
+
+
+IMGSZ_RANGE = (IMGSZ_MIN, IMGSZ_MAX)
+"""An imported variant's size: one a job here could ask for."""
+BATCH_RANGE = (1, EXPORT_BATCH_MAX)
+"""An imported variant's batch: one an export here could be built for."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +135,10 @@ def _describe_onnx(path: Path) -> ExportedMetadata:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # a file from outside: every way it fails to parse is a bad file
         raise _bad_variant(f"it is not an ONNX model ({type(e).__name__})") from None
-    # External data would be read from paths the file names, anywhere on this host.
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+    # External data would be read from paths the file names, anywhere on this host: in an
+    # initializer, or in a tensor attribute (a Constant's value), of the graph, a subgraph or
+    # a function.
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in _onnx_tensors(model)):
         raise _bad_variant("it keeps weights in external files; import a single-file model")
     props = {prop.key: prop.value for prop in model.metadata_props}
     if any(
@@ -132,7 +151,57 @@ def _describe_onnx(path: Path) -> ExportedMetadata:
     # literal_eval builds what it parses: a nesting too deep is a RecursionError or MemoryError
     except (KeyError, ValueError, SyntaxError, RecursionError, MemoryError):
         raise _bad_variant("it carries no ultralytics metadata (names, imgsz, batch)") from None
-    return _metadata({"task": props.get("task"), **values, "args": args})
+    del model  # ONNX Runtime reads the file again; keep one copy of the weights in memory
+    metadata = _metadata({"task": props.get("task"), **values, "args": args})
+    _check_input(_onnx_runtime_inputs(path), metadata)
+    return metadata
+
+
+def _onnx_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor stored in the model: initializers and tensor attributes, in the graph, its
+    subgraphs (If, Loop, Scan bodies) and the model's functions."""
+    graphs = [model.graph]
+    nodes = [node for function in model.functions for node in function.node]
+    while graphs or nodes:
+        if graphs:
+            graph = graphs.pop()
+            yield from graph.initializer
+            for sparse in graph.sparse_initializer:
+                yield from (sparse.values, sparse.indices)
+            nodes.extend(graph.node)
+            continue
+        for attribute in nodes.pop().attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            sparse_tensors = [*attribute.sparse_tensors]
+            if attribute.HasField("sparse_tensor"):
+                sparse_tensors.append(attribute.sparse_tensor)
+            for sparse in sparse_tensors:
+                yield from (sparse.values, sparse.indices)
+            if attribute.HasField("g"):
+                graphs.append(attribute.g)
+            graphs.extend(attribute.graphs)
+
+
+def _onnx_runtime_inputs(path: Path) -> list[list[int | None] | None]:
+    """Load the file as the runner does (ONNX Runtime; here on the CPU, with no graph
+    optimisation: one read, bounded by the file), and return its inputs' shapes."""
+    try:
+        import onnxruntime  # type: ignore[import-untyped]
+    except ImportError:
+        raise ExportDependencyMissing("onnxruntime", "importing an ONNX model") from None
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # its complaints come back as the refusal's reason
+    try:
+        session = onnxruntime.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"]
+        )
+        return [_shape(node.shape) for node in session.get_inputs()]
+    except Exception as e:  # a file from outside: every way it fails to load is a bad file
+        raise _bad_variant(f"ONNX Runtime cannot load it ({_reason(e, path.parent)})") from None
 
 
 def _describe_openvino(folder: Path, max_names: int) -> ExportedMetadata:
@@ -151,7 +220,65 @@ def _describe_openvino(folder: Path, max_names: int) -> ExportedMetadata:
         raise _bad_variant("it has no readable metadata.yaml") from None
     if not isinstance(raw, dict):
         raise _bad_variant("its metadata.yaml is not a mapping")
-    return _metadata(raw)
+    metadata = _metadata(raw)
+    _check_input(_openvino_inputs(xmls[0]), metadata)
+    return metadata
+
+
+def _openvino_inputs(xml: Path) -> list[list[int | None] | None]:
+    """Read the model as the runner does (`Core.read_model` of the .xml and its .bin; the
+    weights are mapped, not copied), insisting that it is OpenVINO's own IR (`read_model` would
+    take other frameworks' files too), and return its inputs' shapes."""
+    try:
+        import openvino
+        from openvino.frontend import FrontEndManager
+    except ImportError:
+        raise ExportDependencyMissing("openvino", "importing an OpenVINO model") from None
+    try:
+        if not FrontEndManager().load_by_framework("ir").supported(str(xml)):
+            raise _bad_variant(f"{xml.name[:80]!r} is not an OpenVINO IR model")
+        model = openvino.Core().read_model(str(xml), str(xml.with_suffix(".bin")))
+        return [_shape(node.get_partial_shape()) for node in model.inputs]
+    except InvalidJob:
+        raise
+    except Exception as e:  # a file from outside: every way it fails to read is a bad file
+        raise _bad_variant(f"OpenVINO cannot read it ({_reason(e, xml.parent)})") from None
+
+
+def _shape(dims: Any) -> list[int | None] | None:
+    """An input's shape from the runtime: each dimension's size, None where it is dynamic;
+    None for a rank that is not fixed. ONNX Runtime gives a list of ints and names (or None),
+    OpenVINO a PartialShape of Dimensions."""
+    if dims is None or getattr(getattr(dims, "rank", None), "is_dynamic", False):
+        return None
+    sizes: list[int | None] = []
+    for dim in dims:
+        if type(dim) is int:
+            sizes.append(dim if dim >= 0 else None)
+        elif getattr(dim, "is_static", False):
+            sizes.append(int(dim.get_length()))
+        else:
+            sizes.append(None)
+    return sizes
+
+
+def _check_input(inputs: Sequence[list[int | None] | None], metadata: ExportedMetadata) -> None:
+    """The model takes one batch of images, (N, C, H, W), of the size and batch its metadata
+    says: `auto` picks a variant by that metadata, so a model that takes another size, or a
+    fixed one where the metadata says dynamic, would fail every job it is picked for."""
+    if len(inputs) != 1:
+        raise _bad_variant(f"it takes {len(inputs)} inputs, not one batch of images")
+    shape = inputs[0]
+    shown = repr(shape)[:80]
+    if shape is None or len(shape) != 4:
+        raise _bad_variant(f"its input {shown} is not a batch of images (N, C, H, W)")
+    batch, _, height, width = shape
+    if batch is not None and batch != metadata.batch:
+        raise _bad_variant(f"its input {shown} is not the batch {metadata.batch} its metadata says")
+    if any(size is not None and size != metadata.imgsz for size in (height, width)):
+        raise _bad_variant(f"its input {shown} is not the imgsz {metadata.imgsz} its metadata says")
+    if metadata.dynamic and (height is not None or width is not None):
+        raise _bad_variant(f"its metadata says dynamic, but its input {shown} has a fixed size")
 
 
 def _metadata(raw: dict[str, Any]) -> ExportedMetadata:
@@ -161,22 +288,46 @@ def _metadata(raw: dict[str, Any]) -> ExportedMetadata:
     if ordered is None:
         raise _bad_variant("its class names are not ids 0..n-1")
     sizes = imgsz if isinstance(imgsz, list | tuple) else [imgsz]
-    square = {size for size in sizes if isinstance(size, int)}
-    if len(square) != 1 or len(sizes) != len([s for s in sizes if isinstance(s, int)]):
-        raise _bad_variant(f"imgsz {repr(imgsz)[:80]} is not one square size")
-    batch = raw.get("batch") or 1
-    if not isinstance(batch, int) or batch < 1:
-        raise _bad_variant(f"batch {repr(batch)[:80]} is not a positive integer")
+    square = {_in_range(size, IMGSZ_RANGE) for size in sizes}
+    size = square.pop() if len(square) == 1 else None
+    if size is None:
+        low, high = IMGSZ_RANGE
+        raise _bad_variant(f"imgsz {repr(imgsz)[:80]} is not one square size from {low} to {high}")
+    raw_batch = raw.get("batch")
+    batch = _in_range(1 if raw_batch is None else raw_batch, BATCH_RANGE)  # None: not recorded
+    if batch is None:
+        low, high = BATCH_RANGE
+        raise _bad_variant(f"batch {repr(raw_batch)[:80]} is not a batch from {low} to {high}")
+    flags = {flag: args.get(flag) for flag in FLAGS}
+    for flag, value in flags.items():
+        if value is not None and not isinstance(value, bool):  # None: left unset, so false
+            raise _bad_variant(f"args.{flag} {repr(value)[:80]} is not true or false")
     quantize = args.get("quantize")
     return ExportedMetadata(
         task=str(raw.get("task") or "detect"),
         class_names=tuple(str(name) for name in ordered),
-        imgsz=square.pop(),
+        imgsz=size,
         batch=batch,
-        dynamic=bool(args.get("dynamic")),
-        half=quantize in (16, "16", "fp16") or bool(args.get("half")),
-        int8=quantize in (8, "8", "int8") or bool(args.get("int8")),
+        dynamic=flags["dynamic"] is True,
+        half=quantize in (16, "16", "fp16") or flags["half"] is True,
+        int8=quantize in (8, "8", "int8") or flags["int8"] is True,
     )
+
+
+def _in_range(value: object, bounds: tuple[int, int]) -> int | None:
+    """`value` if it is an int within `bounds` (a bool, which Python counts as an int, is not)."""
+    if type(value) is not int:
+        return None
+    low, high = bounds
+    return value if low <= value <= high else None
+
+
+def _reason(error: Exception, folder: Path) -> str:
+    """A runtime's reason for refusing a file, short: its type and its last line that says
+    something (OpenVINO's come after lines naming its own sources), without the server's path."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    last = lines[-1].replace(f"{folder}/", "").replace(str(folder), "") if lines else ""
+    return f"{type(error).__name__}: {last[:200]}"
 
 
 def _bad_variant(reason: str) -> InvalidJob:

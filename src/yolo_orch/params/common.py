@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yolo_orch.domain import JsonObject
 from yolo_orch.errors import InvalidJobInput
 
+IMGSZ_MIN, IMGSZ_MAX = 32, 4096
+"""The image sizes any job (and an imported variant) may have: 32 is the largest stride of a
+YOLO model; past 4096 one image is 200 MB of activations per layer."""
+EXPORT_BATCH_MAX = 1024
+"""The largest batch an exported (or imported) static variant is built for: each call pads to it."""
+
 MAX_CLASS_ID = 2**31 - 1
 """Class ids past this cannot be any model's (and overflow the int64 tensors they become)."""
 

@@ -6,7 +6,7 @@ from typing import Annotated, Self
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from yolo_orch.params.common import SimulatedParams
+from yolo_orch.params.common import EXPORT_BATCH_MAX, IMGSZ_MAX, IMGSZ_MIN, SimulatedParams
 from yolo_orch.variants import INT8_FORMATS, SIMPLIFY_FORMATS, ExportFormat
 
 STRIDE = 32
@@ -29,8 +29,8 @@ class ExportParams(SimulatedParams):
     )
     imgsz: int = Field(
         default=640,
-        ge=32,
-        le=4096,
+        ge=IMGSZ_MIN,
+        le=IMGSZ_MAX,
         multiple_of=STRIDE,
         description="Input size the variant is built for (static unless `dynamic`).",
     )
@@ -40,7 +40,9 @@ class ExportParams(SimulatedParams):
         description="INT8 quantisation (openvino, engine), calibrated on the job's `dataset`.",
     )
     dynamic: bool = Field(default=False, description="Dynamic input shapes (any imgsz, batch).")
-    batch: int = Field(default=1, ge=1, le=1024, description="Batch size the variant is built for.")
+    batch: int = Field(
+        default=1, ge=1, le=EXPORT_BATCH_MAX, description="Batch size the variant is built for."
+    )
     simplify: bool | None = Field(
         default=None,
         description="Simplify the ONNX graph with onnxslim (onnx, engine; default true).",

@@ -14,7 +14,13 @@ from pydantic import Field, JsonValue, model_validator
 from pydantic.config import JsonDict
 
 from yolo_orch.errors import InvalidJob
-from yolo_orch.params.common import MAX_CLASS_ID, SimulatedParams, StrictParams
+from yolo_orch.params.common import (
+    IMGSZ_MAX,
+    IMGSZ_MIN,
+    MAX_CLASS_ID,
+    SimulatedParams,
+    StrictParams,
+)
 
 INFERENCE_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 """The model tasks inference jobs run: every task of ultralytics 8.4 (`ultralytics.cfg.TASKS`)."""
@@ -109,7 +115,7 @@ BOTSORT_SETTINGS = tuple(
 
 
 class InferenceParams(SimulatedParams):
-    imgsz: int = Field(default=640, ge=32, le=4096, description="Inference image size.")
+    imgsz: int = Field(default=640, ge=IMGSZ_MIN, le=IMGSZ_MAX, description="Inference image size.")
     conf: float = Field(
         default=0.25,
         ge=0,

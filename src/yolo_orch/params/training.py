@@ -7,13 +7,13 @@ from typing import Literal
 from pydantic import Field
 
 from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN
-from yolo_orch.params.common import SimulatedParams
+from yolo_orch.params.common import IMGSZ_MAX, IMGSZ_MIN, SimulatedParams
 from yolo_orch.params.export import ExportFormatParam
 
 
 class TrainingParams(SimulatedParams):
     epochs: int = Field(default=100, ge=1, le=10_000)
-    imgsz: int = Field(default=640, ge=32, le=4096)
+    imgsz: int = Field(default=640, ge=IMGSZ_MIN, le=IMGSZ_MAX)
     batch: int = Field(default=16, ge=1, le=4096)
     patience: int = Field(
         default=100, ge=0, le=10_000, description="Epochs without improvement before stopping."
