@@ -218,6 +218,8 @@ def test_cancel_mid_epoch_keeps_the_last_completed_epoch(
     assert checkpoint["epoch"] == 0  # epoch 1, zero-based
     assert checkpoint["optimizer"] is not None  # still resumable
     assert [e["epoch"] for e in json.loads((workdir / "metrics.json").read_text())] == [1]
+    published = workdir / "artifacts" / "last.pt"  # for the client to fetch
+    assert published.read_bytes() == last.read_bytes()
 
 
 def test_a_rerun_after_an_interruption_resumes_at_the_next_epoch(

@@ -116,6 +116,9 @@ class YoloTrainingRunner:
                 else:
                     overrides["model"] = source
                 self._train(ctx, task, overrides, tracker)
+        except JobCancelled:
+            _publish(run_dir, ctx.workdir / "artifacts")  # what the epochs so far made
+            raise
         except torch.cuda.OutOfMemoryError as e:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -159,15 +162,7 @@ class YoloTrainingRunner:
         if not (weights / "best.pt").is_file():
             raise RuntimeError(f"training ended without {weights / 'best.pt'}")
         artifacts = ctx.workdir / "artifacts"
-        artifacts.mkdir(exist_ok=True)
-        names = []
-        for name in ARTIFACTS:
-            source = (run_dir if name.endswith(".csv") else weights) / name
-            if source.is_file():
-                tmp = artifacts / f".{name}.tmp"
-                shutil.copyfile(source, tmp)
-                os.replace(tmp, artifacts / name)
-                names.append(name)
+        names = _publish(run_dir, artifacts)
         output_name = params.output_name or f"train-{ctx.job.id[:8]}"
         model = self._register_model(artifacts / "best.pt", output_name, ctx.job.id)
         final = tracker.final or (_entry_scores(tracker.history[-1]) if tracker.history else {})
@@ -322,3 +317,18 @@ def _resume_overrides(overrides: dict[str, Any], last: Path, run_dir: Path) -> d
     (the lanes, or the data folder, may differ after a restart)."""
     kept = {key: overrides[key] for key in ("data", "device", "workers")}
     return {**kept, "resume": str(last), "save_dir": str(run_dir)}
+
+
+def _publish(run_dir: Path, artifacts: Path) -> list[str]:
+    """Copy what the run has made of `ARTIFACTS` where clients fetch a job's files (each
+    renamed into place whole); their names. A cancelled run publishes its `last.pt` too."""
+    artifacts.mkdir(exist_ok=True)
+    names = []
+    for name in ARTIFACTS:
+        source = run_dir / name if name.endswith(".csv") else run_dir / "weights" / name
+        if source.is_file():
+            tmp = artifacts / f".{name}.tmp"
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, artifacts / name)
+            names.append(name)
+    return names
