@@ -96,7 +96,8 @@ def create_app(
     for router in (*routers, events_api.router, job_images.router, metrics_api.router):
         app.include_router(router)
     # The last added runs first: HEAD becomes GET, then the token is checked, then the body's
-    # size, all before the app reads anything.
+    # size, all before the app reads anything; event streams end when the server stops.
+    app.add_middleware(events_api.EndStreamsOnStop, stopped=lambda: app.state.services.jobs.stopped)
     app.add_middleware(
         BodyLimits,
         max_request_bytes=settings.max_request_bytes,
@@ -250,8 +251,7 @@ async def _start(
         stack.push_async_callback(_cancelled, sampling)
 
     async def stop() -> None:
-        service.draining = True
-        await dispatcher.drain(settings.shutdown_grace_s)
+        await service.drain(settings.shutdown_grace_s)
         await dispatcher_task
 
     stack.push_async_callback(stop)

@@ -63,7 +63,8 @@ come back only with a new process, so systemd restarts it."""
 
 class DrainingServer(uvicorn.Server):
     """On the first SIGTERM/SIGINT: refuse new jobs (503) but keep answering polls while
-    running jobs get `shutdown_grace_s` to finish; then stop. A second signal stops at once."""
+    running jobs get `shutdown_grace_s` to finish; then answer held waits, end event streams and
+    stop. A second signal stops at once."""
 
     def __init__(self, app: FastAPI, settings: Settings) -> None:
         from yolo_orch.api.protocol import problem_http_protocol
@@ -74,7 +75,7 @@ class DrainingServer(uvicorn.Server):
                 host=settings.host,
                 port=settings.port,
                 log_config=None,
-                timeout_graceful_shutdown=5,
+                timeout_graceful_shutdown=5,  # the last resort: the drain ends what it holds
                 # httptools and uvloop (uvicorn[standard]), with problem JSON for the
                 # requests uvicorn cannot parse
                 http=problem_http_protocol(settings.max_header_bytes, settings.header_timeout_s),
@@ -118,6 +119,7 @@ class DrainingServer(uvicorn.Server):
         await services.dispatcher.fatal.wait()
         self.exit_code = EXIT_CUDA_FATAL
         self._notifier.stopping("a fatal CUDA error: restarting")
+        services.jobs.stopped.set()  # held waits answer, streams end, before uvicorn cuts them
         self.should_exit = True
 
     async def _exit_when_wedged(self) -> None:
@@ -125,6 +127,7 @@ class DrainingServer(uvicorn.Server):
         await services.dispatcher.wedged.wait()
         self.exit_code = EXIT_WEDGED
         self._notifier.stopping("a job's thread is wedged: restarting")
+        services.jobs.stopped.set()  # held waits answer, streams end, before uvicorn cuts them
         self.should_exit = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -151,7 +154,9 @@ class DrainingServer(uvicorn.Server):
     async def _drain(self) -> None:
         services: Services = self._app.state.services
         try:
-            await services.dispatcher.drain(self._settings.shutdown_grace_s)
+            # Ends by answering held waits and ending event streams: all done before uvicorn's
+            # graceful-shutdown timeout (the last resort) would cancel them mid-answer.
+            await services.jobs.drain(self._settings.shutdown_grace_s)
         finally:
             self.should_exit = True
 

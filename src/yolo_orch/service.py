@@ -50,6 +50,7 @@ from yolo_orch.queue_wait import expected_wait_s
 from yolo_orch.registry import ModelRegistry
 from yolo_orch.resultfile import EntryPage, page_of
 from yolo_orch.runners.base import Runtime
+from yolo_orch.stop_signal import StopSignal
 from yolo_orch.store.base import JobStore
 from yolo_orch.task_data import check_task_dataset
 from yolo_orch.variants import ExportFormat, available_formats, export_refusal
@@ -114,6 +115,19 @@ class JobService:
             OrderedDict()
         )
         self.draining = False
+        """New submissions are refused (`ShuttingDown`): the server has begun to drain."""
+        self.stopped = StopSignal()
+        """The drain has ended: held waits answer now, event streams end."""
+
+    async def drain(self, grace_s: float) -> None:
+        """Refuse new submissions, give running jobs `grace_s` to finish (those still running
+        then are left for the next start), then answer every held `Prefer: wait` with the job
+        as it is and end every event stream: the server is stopping. Polls answer meanwhile."""
+        self.draining = True
+        try:
+            await self._dispatcher.drain(grace_s)
+        finally:
+            self.stopped.set()
 
     async def submit(self, new: NewJob) -> tuple[Job, bool]:
         """Store a queued job (committed before this returns) and wake the dispatcher.
@@ -282,8 +296,9 @@ class JobService:
         return await self._store.get(job_id)
 
     async def wait_until_finished(self, job_id: str, timeout_s: float) -> Job:
-        """The job once it is terminal, or as it is after `timeout_s`. Woken by the job's own
-        change events: no thread and no polling while it waits."""
+        """The job once it is terminal, or as it is after `timeout_s` or once the server stops
+        (`stopped`). Woken by the job's own change events: no thread and no polling while it
+        waits."""
         deadline = time.monotonic() + timeout_s
         # The version first: a change between the two reads is then seen, not missed.
         version = self._events.version(job_id)
@@ -292,7 +307,10 @@ class JobService:
             left = deadline - time.monotonic()
             if job.state.is_terminal or left <= 0:
                 return job
-            change = await self._events.next_change(job_id, version, left)
+            with anyio.CancelScope() as waiting, self.stopped.interrupting(waiting):
+                change = await self._events.next_change(job_id, version, left)
+            if waiting.cancel_called:  # the server stops: the job as it is now
+                return await self._store.get(job_id)
             version = self._events.version(job_id)
             latest = change if change is not None and change.version == version else None
             if latest is not None and latest.job is not None:
