@@ -31,6 +31,7 @@ async def client(
     ensure_ultralytics(tmp_path_factory.getbasetemp())
     data, model_root = tmp_path / "data", tmp_path / "weights"
     make_video(data / "clips" / "clip.mp4", frames=FRAMES)
+    make_video(data / "clips" / "wide.mp4", frames=2, size=(640, 480))  # past max_image_pixels
     (data / "clips" / "fake.mkv").write_bytes(b"no video in here" * 64)
     build_checkpoint(model_root / "tiny.pt")
     settings = settings_factory(
@@ -39,6 +40,7 @@ async def client(
         data_roots=[data],
         model_roots=[model_root],
         max_upload_bytes=64 << 20,
+        max_image_pixels=100_000,
     )
     async with serve(create_app(settings)) as client:
         response = await client.post("/v1/models", json={"path": "tiny.pt"})
@@ -108,6 +110,8 @@ async def test_unreadable_videos_and_bad_tracker_settings_are_refused(
     by_path = await submit(client, ["clips/fake.mkv"])
     body = assert_problem(by_path, 422, "invalid_input")
     assert "'clips/fake.mkv': cannot read the file as a video" in body["detail"]
+    too_large = assert_problem(await submit(client, ["clips/wide.mp4"]), 422, "invalid_input")
+    assert "640x480 frames have more than 100000 pixels" in too_large["detail"]
     uploaded = await client.post(
         "/v1/jobs/inference",
         data={"model": "tiny"},

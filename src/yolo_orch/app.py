@@ -200,6 +200,7 @@ async def _start(
             walk_timeout_s=settings.input_walk_timeout_s,
         ),
         class_name_limits=class_name_limits,
+        max_image_pixels=settings.max_image_pixels,
         file_limiter=file_limiter,
         walk_limiter=walk_limiter,
         events=events,

@@ -82,6 +82,7 @@ class JobService:
         data_roots: Sequence[Path],
         class_name_limits: ClassNameLimits,
         input_limits: InputLimits,
+        max_image_pixels: int,
         file_limiter: anyio.CapacityLimiter,
         walk_limiter: anyio.CapacityLimiter,
         events: JobEvents,
@@ -94,6 +95,7 @@ class JobService:
         waits for its own threads while other requests go on. `settle_logs` blocks until the
         lines logged so far are in the job log files. `no_exports`: the lanes build no exports
         (Ray nodes, which never write the registry)."""
+        self._max_image_pixels = max_image_pixels
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -200,7 +202,10 @@ class JobService:
             and any(is_video(Path(file["path"])) for file in spec["files"])
         ):  # named by their suffix: a job of images only needs no thread hop for this
             await anyio.to_thread.run_sync(
-                refuse_unreadable_videos, spec["files"], limiter=self._file_limiter
+                refuse_unreadable_videos,
+                spec["files"],
+                self._max_image_pixels,
+                limiter=self._file_limiter,
             )
         return replace(new, spec=spec, model_id=model_id)
 

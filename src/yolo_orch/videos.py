@@ -66,10 +66,11 @@ def video_info(capture: cv2.VideoCapture) -> VideoInfo | str:
     return VideoInfo(width, height, fps, count if count > 0 else None)
 
 
-def refuse_unreadable_videos(files: Iterable[Mapping[str, str]]) -> None:
+def refuse_unreadable_videos(files: Iterable[Mapping[str, str]], max_pixels: int) -> None:
     """Refuse (`invalid_input`) a submission whose videos (`{"path", "name"}`, by file name)
-    OpenCV cannot open or decode a first frame of. Without OpenCV installed they are left to the
-    job, which checks them again. Blocking."""
+    OpenCV cannot open or decode a first frame of, or whose frames have more than `max_pixels`
+    (said by the container, before any frame is decoded). Without OpenCV installed they are left
+    to the job, which checks them again. Blocking."""
     try:
         import cv2
     except ImportError:
@@ -81,6 +82,8 @@ def refuse_unreadable_videos(files: Iterable[Mapping[str, str]]) -> None:
         capture = cv2.VideoCapture(str(path))
         try:
             info = video_info(capture)
+            if not isinstance(info, str) and info.width * info.height > max_pixels:
+                info = f"its {info.width}x{info.height} frames have more than {max_pixels} pixels"
             if not isinstance(info, str) and not capture.grab():
                 info = "the video has no frame that decodes"
         finally:
