@@ -61,6 +61,14 @@ def test_every_job_change_is_on_the_server_wide_stream(server: Server, api: http
     api.delete(f"/v1/jobs/{job_id}")
 
 
+def test_a_last_event_id_this_server_did_not_send_is_a_resync(
+    server: Server, api: httpx.Client
+) -> None:
+    for unknown in ("abc", "-1", "1e3", "99999999"):  # not an id, or not one of this log
+        with connect_sse(api, "GET", "/v1/events", headers={"Last-Event-ID": unknown}) as source:
+            assert next(source.iter_sse()).event == "resync", unknown
+
+
 def test_the_overview_lists_the_lanes(context: BrowserContext, server: Server) -> None:
     page = signed_in(context, server)
     page.wait_for_selector("[data-lane='sim:0']")

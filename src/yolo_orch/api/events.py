@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.schemas import JobPublic
 from yolo_orch.errors import JobNotFound
+from yolo_orch.events import JobEvents
 from yolo_orch.stop_signal import StopSignal
 
 router = APIRouter(prefix="/v1/events", tags=["jobs"])
@@ -50,14 +51,12 @@ async def all_events(
 ) -> AsyncIterator[ServerSentEvent]:
     events = services.events
     seen = events.latest
-    if last_event_id is not None and last_event_id.isdigit():
-        resumed = int(last_event_id)
-        if events.changed_since(resumed) is None:
-            yield ServerSentEvent(id=str(seen), event="resync", data={})
-        else:
-            seen = resumed
-    else:
+    if last_event_id is None:
         yield ServerSentEvent(id=str(seen), event="ready", data={})
+    elif (resumed := _resumable(last_event_id, events)) is None:
+        yield ServerSentEvent(id=str(seen), event="resync", data={})
+    else:
+        seen = resumed
     while True:
         await events.wait_for_any(seen)
         latest = events.latest
@@ -118,3 +117,12 @@ def _is_event_stream(start: Message) -> bool:
         if name.lower() == b"content-type":
             return bool(value.partition(b";")[0].strip().lower() == b"text/event-stream")
     return False
+
+
+def _resumable(last_event_id: str, events: JobEvents) -> int | None:
+    """The event a client's `Last-Event-ID` names, if this process's log still has it: what the
+    client missed is known then. ASCII digits only (`isdigit` takes other scripts' too)."""
+    if not (last_event_id.isascii() and last_event_id.isdigit()):
+        return None
+    seen = int(last_event_id)
+    return seen if events.changed_since(seen) is not None else None
