@@ -10,16 +10,15 @@ import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
+from tests.test_api import PROBLEM, assert_problem
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 
-PROBLEM = "application/problem+json"
 UPLOAD = bytes(range(256)) * 4
 ARTIFACT = b"0123456789" * 50
 
@@ -79,18 +78,6 @@ IGNORED = [
     "bytes=+1-2",
     "bytes=0x1-2",
 ]
-
-
-def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == PROBLEM
-    body: dict[str, Any] = response.json()
-    assert body["status"] == status
-    assert body["code"] == code
-    assert body["type"] == f"urn:yolo-orch:problem:{code}"
-    assert body["title"]
-    assert body["detail"]
-    return body
 
 
 @pytest.mark.parametrize("route", ROUTES)

@@ -97,7 +97,9 @@ DOCUMENTED_REFUSALS = {
 """(operation, problem code) -> the words of the OpenAPI document that say why."""
 
 _FINDING = re.compile(r"^_+ ((?:GET|POST|PUT|DELETE|PATCH) \S+) _+$")
+_STATEFUL = re.compile(r"^_+ Stateful tests _+$")
 _CODE = re.compile(r'"code":"([a-z_]+)"')
+_CURL = re.compile(r"curl -X (GET|POST|PUT|DELETE|PATCH) .* https?://[^/\s]+(/[^?\s']*)")
 
 
 @pytest.mark.acceptance
@@ -106,12 +108,20 @@ def test_every_schema_valid_request_refused_is_one_the_schema_explains(
 ) -> None:
     run = schemathesis(server, tmp_path, "--checks", "positive_data_acceptance")
     refused: set[tuple[str, str]] = set()
-    operation = None
+    operation = found = None
+    stateful = False  # a stateful finding names its operation in its curl line only
     for line in run.stdout.splitlines():
         if heading := _FINDING.match(line.strip()):
-            operation = heading.group(1)
-        elif operation is not None and (code := _CODE.search(line)):
-            refused.add((operation, code.group(1)))
+            operation, stateful = heading.group(1), False
+        elif _STATEFUL.match(line.strip()):
+            operation, stateful = None, True
+        elif code := _CODE.search(line):
+            found = code.group(1)
+            if operation is not None:
+                refused.add((operation, found))
+        elif stateful and found is not None and (curl := _CURL.search(line)):
+            refused.add((f"{curl.group(1)} {curl.group(2)}", found))
+            found = None
     with server.client() as client:
         document = json.dumps(_openapi(client))
     unexplained = sorted(refused - DOCUMENTED_REFUSALS.keys())
