@@ -148,6 +148,23 @@ async def test_a_failed_or_cancelled_job_leaves_its_companions_succeeded(
         assert (await batched.client.get(f"/v1/jobs/{job}/result")).status_code == 200
 
 
+async def test_each_job_of_a_batch_keeps_its_own_log_lines(batched: Batching) -> None:
+    blocker = await batched.block_lane()
+    good = await batched.submit()
+    failing = await batched.submit(params={"sim_fail": "error"})
+    await batched.release(blocker)
+    await batched.ended(good, failing)
+    assert batched.passes() == [{good, failing}]
+    logs = {job: (await batched.client.get(f"/v1/jobs/{job}/logs")).text for job in (good, failing)}
+    for job, log in logs.items():
+        other = failing if job == good else good
+        assert f"job {job} queued" in log, log
+        assert f"job {job} started on sim:0" in log, log
+        assert other not in log, log  # the batch's first job's log holds only its own lines
+    assert logs[good].rstrip().endswith("succeeded")
+    assert "failed: runtime_error" in logs[failing]
+
+
 async def test_a_batch_never_lets_lower_priority_jobs_overtake_one_that_cannot_join(
     batched: Batching,
 ) -> None:

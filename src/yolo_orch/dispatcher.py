@@ -28,7 +28,7 @@ from yolo_orch.errors import RunLost
 from yolo_orch.executor import Executor
 from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
-from yolo_orch.logs import current_job
+from yolo_orch.logs import current_job, for_job
 from yolo_orch.queue_head import QueueHead
 from yolo_orch.recovery import settle_left_running
 from yolo_orch.run_limits import RunLimits
@@ -381,14 +381,16 @@ class Dispatcher:
                 await self._claim(batch, joined)
 
     def _context(self, job: Job, run: Run) -> RunContext:
-        devices = tuple(lane.id for lane in run.lanes)
-        log.info("job %s started on %s (attempt %d)", job.id, ", ".join(devices), job.attempt)
+        devices = ", ".join(lane.id for lane in run.lanes)
+        started = "job %s started on %s (attempt %d)"
+        log.info(started, job.id, devices, job.attempt, extra=for_job(job.id))
         return run_context(job, run, self._files.workdir(job.id), self._note_progress)
 
     async def _poisoned(self, culprit: str, error: JobError) -> None:
         """Admit nothing more, fail the other jobs running in this CUDA context, and say the
         process must end; queued jobs wait for the next start."""
-        log.critical("job %s hit a fatal CUDA error; the server must restart", culprit)
+        fatal = "job %s hit a fatal CUDA error; the server must restart"
+        log.critical(fatal, culprit, extra=for_job(culprit))
         self._stopping = True
         self.wake()
         await fail_beside(self._store, self._runs.values(), culprit, error)

@@ -26,6 +26,13 @@ from yolo_orch.jobfiles import JOB_LOG, open_to_append
 
 current_job: ContextVar[str | None] = ContextVar("current_job", default=None)
 
+
+def for_job(job_id: str) -> dict[str, str]:
+    """`extra=` for a line about one job, filed in its log whatever `current_job` says (a
+    batch's task and thread run in its first job's context)."""
+    return {"job_id": job_id}
+
+
 _HELD = "job_log_held"
 _STANDARD_ATTRS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",

@@ -12,6 +12,7 @@ from yolo_orch.clock import utcnow
 from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress
 from yolo_orch.errors import JobAlreadyFinished, RunLost
 from yolo_orch.executor import Executor
+from yolo_orch.logs import for_job
 from yolo_orch.runs import Run
 from yolo_orch.store.base import JobStore
 
@@ -91,7 +92,9 @@ async def record_outcomes(
     settled: list[str] = list(unclaimed)
     for job, outcome in ran:
         if isinstance(outcome, RunLost):
-            log.warning("job %s: %s; back to the queue", job.id, outcome.message)
+            log.warning(
+                "job %s: %s; back to the queue", job.id, outcome.message, extra=for_job(job.id)
+            )
             with contextlib.suppress(JobAlreadyFinished):
                 await store.requeue(job.id, utcnow())
             settled.append(job.id)
@@ -104,10 +107,15 @@ async def record_outcomes(
     seconds = asyncio.get_running_loop().time() - started
     for (job, outcome), failed in zip(ended, recorded, strict=True):
         if isinstance(failed, BaseException):
-            log.error("could not record the outcome of job %s", job.id, exc_info=failed)
+            log.error(
+                "could not record the outcome of job %s",
+                job.id,
+                exc_info=failed,
+                extra=for_job(job.id),
+            )
             continue
         settled.append(job.id)
-        log.info("job %s %s", job.id, outcome.state)
+        log.info("job %s %s", job.id, outcome.state, extra=for_job(job.id))
         if on_run_end is not None:
             try:
                 on_run_end(job, outcome, seconds)

@@ -19,6 +19,7 @@ from yolo_orch.domain import Job, JobError, JobResult, JobState, Outcome, Progre
 from yolo_orch.errors import JobCancelled
 from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.logs import for_job
 from yolo_orch.runners.base import RunContext
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,9 @@ def outcome_of(run: Run, job_id: str, raw: BatchOutcome) -> Outcome:
         return Outcome(JobState.CANCELLED, progress=run.progress)
     if isinstance(raw, Exception):
         error = run.stopped_by or failure_of(raw)
-        log.warning("job %s failed: %s: %s", job_id, error.code, error.message)
+        log.warning(
+            "job %s failed: %s: %s", job_id, error.code, error.message, extra=for_job(job_id)
+        )
         return Outcome(JobState.FAILED, error=error, progress=run.progress)
     if run.stopped_by is not None:  # it ignored the stop, but not for long
         return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)

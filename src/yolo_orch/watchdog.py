@@ -12,6 +12,7 @@ from collections.abc import Callable
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import JobError, JobState, Outcome
 from yolo_orch.errors import JobAlreadyFinished
+from yolo_orch.logs import for_job
 from yolo_orch.run_limits import RunLimits
 from yolo_orch.runs import Run
 from yolo_orch.store.base import JobStore
@@ -47,7 +48,12 @@ class Watchdog:
             if run.stopped_by is None:
                 breach = self._limits.breach(run.timeout_s, now - run.started, now - run.moved)
                 if breach is not None:
-                    log.warning("job %s: %s; stopping it", run.job_id, breach.message)
+                    log.warning(
+                        "job %s: %s; stopping it",
+                        run.job_id,
+                        breach.message,
+                        extra=for_job(run.job_id),
+                    )
                     run.stopped_by, run.stopped_at = breach, now
                     run.cancel.set()
             elif now - run.stopped_at >= self._limits.wedge_grace_s:
@@ -68,6 +74,7 @@ class Watchdog:
             run.job_id,
             self._limits.wedge_grace_s,
             lanes,
+            extra=for_job(run.job_id),
         )
         for lane in run.lanes:
             lane.wedged = True

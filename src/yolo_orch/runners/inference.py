@@ -44,6 +44,7 @@ from yolo_orch.batching import BatchOutcome, BatchRecord
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.jobfiles import INPUTS_DIR
+from yolo_orch.logs import for_job
 from yolo_orch.params.inference import InferenceParams, check_task
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.decode import (
@@ -183,6 +184,7 @@ class YoloInferenceRunner:
                 device,
                 params.format,
                 len(ctxs),
+                extra=for_job(ctx.job.id),  # each job's own log, not its batch's first
             )
         try:
             with self._cache.checkout(device, key, load) as model:
