@@ -222,8 +222,13 @@ class SQLiteDatabase:
         if self._reader_engine is None:
             raise RuntimeError("SQLiteDatabase is not open; call open() first")
         engine = self._reader_engine
-        read = anyio.to_thread.run_sync(_run_read, engine, op, limiter=self._read_threads)
-        return await asyncio.shield(asyncio.ensure_future(read))
+        read = asyncio.ensure_future(
+            anyio.to_thread.run_sync(_run_read, engine, op, limiter=self._read_threads)
+        )
+        # A caller cancelled meanwhile never takes the read's error (a job deleted since: not
+        # found): taken here, so asyncio logs no "exception was never retrieved" for it.
+        read.add_done_callback(_retrieved)
+        return await asyncio.shield(read)
 
     async def _on_writer(self, work: Callable[..., _T], *args: Any) -> _T:
         """`work` on the writer's thread; a cancelled caller waits for it to end first."""
@@ -385,3 +390,8 @@ def _end_transaction(conn: Connection) -> None:
         dbapi_connection: Any = conn.connection.dbapi_connection
         if dbapi_connection is not None:
             dbapi_connection.rollback()
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
