@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.test_store_contract import open_sqlite, sqlite_url
 from yolo_orch.errors import JobNotFound
 from yolo_orch.store import sqlite_db
 from yolo_orch.store.migrate import upgrade_to_head
@@ -21,14 +22,10 @@ from yolo_orch.store.sqlite_db import SQLiteDatabase
 
 @pytest.fixture
 async def database(tmp_path: Path) -> AsyncIterator[SQLiteDatabase]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.db'}"
+    url = sqlite_url(tmp_path)
     await asyncio.to_thread(upgrade_to_head, url)
-    db = SQLiteDatabase(url)
-    await db.open()
-    try:
+    async with open_sqlite(url) as db:
         yield db
-    finally:
-        await db.close()
 
 
 async def test_a_read_whose_caller_went_away_and_then_failed_logs_nothing(
