@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sqlite3
 import threading
 from collections.abc import AsyncIterator
@@ -875,6 +876,42 @@ async def test_sqlite_cancelled_callers_never_leave_the_write_lock_held(
         other.execute("ROLLBACK")
     finally:
         other.close()
+
+
+async def test_sqlite_a_read_whose_caller_went_away_and_then_failed_logs_nothing(
+    sqlite_db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started, release, ended = threading.Event(), threading.Event(), threading.Event()
+    from yolo_orch.store import sqlite_db as sqlite_module
+
+    real = sqlite_module._run_read
+
+    def held_read(*args: Any) -> Any:
+        started.set()
+        release.wait(10)
+        try:
+            return real(*args)  # the job is not there: JobNotFound
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(sqlite_module, "_run_read", held_read)
+    unhandled: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, context: unhandled.append(context))
+
+    caller = asyncio.create_task(SQLiteJobStore(sqlite_db).get("deleted-meanwhile"))
+    await asyncio.to_thread(started.wait, 10)
+    caller.cancel()  # as an event stream's client going away during a retention sweep
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    release.set()
+    await asyncio.to_thread(ended.wait, 10)
+    for _ in range(5):  # the read's future takes its result on the loop
+        await asyncio.sleep(0)
+    gc.collect()
+
+    assert unhandled == []
+    with pytest.raises(JobNotFound):  # and reads go on as ever
+        await SQLiteJobStore(sqlite_db).get("deleted-meanwhile")
 
 
 class _DiesOnce:
