@@ -349,6 +349,25 @@ async def test_a_simulated_export_reports_stages_and_can_be_cancelled(
     assert done["kind"] == "export"
 
 
+async def test_an_export_whose_input_tensor_is_absurd_is_refused_at_submission_with_the_sum(
+    client: httpx.AsyncClient,
+) -> None:
+    async def submit(**params: Any) -> httpx.Response:
+        job = {"kind": "export", "model": "sim", "params": {"format": "onnx", **params}}
+        return await client.post("/v1/jobs", json=job)
+
+    huge = await submit(imgsz=4096, batch=1024)
+    accepted = [
+        await submit(sim_seconds=0, **params)
+        for params in ({}, {"batch": 16}, {"batch": 32}, {"imgsz": 1280, "batch": 8})
+    ]
+
+    detail = assert_problem(huge, 422, "invalid_request")["detail"]
+    assert "1024 x 3 x 4096 x 4096 float32 = 206158430208 bytes" in detail
+    assert "at most 268435456 bytes (256 MiB)" in detail
+    assert [response.status_code for response in accepted] == [202] * 4
+
+
 async def test_int8_needs_a_checked_calibration_dataset_and_its_packages(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -387,6 +387,7 @@ def _with(**entries: str) -> str:
         _with(args="{dynamic: 'false'}"),
         _with(args="{half: [1]}"),
         _with(args="{int8: 1}"),
+        _with(imgsz="4096", batch="1024"),  # each within its range, 192 GiB together
     ],
     ids=[
         "imgsz-negative",
@@ -405,6 +406,7 @@ def _with(**entries: str) -> str:
         "dynamic-string-false",
         "half-list",
         "int8-int",
+        "input-too-large",
     ],
 )
 def test_metadata_out_of_bounds_or_of_the_wrong_type_is_refused(
@@ -429,8 +431,9 @@ def test_metadata_at_the_edges_of_the_bounds_is_accepted(tmp_path: Path) -> None
     low, high = IMGSZ_RANGE
     dynamic = ir_xml(DYNAMIC)
     smallest = openvino_zip(tmp_path / "a.zip", _with(imgsz=f"[{low}, {low}]"), xml=dynamic)
-    largest = openvino_zip(
-        tmp_path / "b.zip", _with(imgsz=str(high), batch=str(BATCH_RANGE[1])), xml=dynamic
+    largest = openvino_zip(tmp_path / "b.zip", _with(imgsz=str(high)), xml=dynamic)
+    most_images = openvino_zip(
+        tmp_path / "d.zip", _with(imgsz="128", batch=str(BATCH_RANGE[1])), xml=dynamic
     )
     unrecorded = openvino_zip(
         tmp_path / "c.zip",
@@ -439,8 +442,8 @@ def test_metadata_at_the_edges_of_the_bounds_is_accepted(tmp_path: Path) -> None
     )
 
     assert described(tmp_path / "a", smallest).imgsz == low
-    biggest = described(tmp_path / "b", largest)
-    assert (biggest.imgsz, biggest.batch) == (high, BATCH_RANGE[1])
+    assert described(tmp_path / "b", largest).imgsz == high
+    assert described(tmp_path / "d", most_images).batch == BATCH_RANGE[1]
     meta = described(tmp_path / "c", unrecorded)
     assert (meta.batch, meta.dynamic, meta.half, meta.int8) == (1, False, False, False)
 

@@ -24,6 +24,7 @@ from yolo_orch import safe_yaml
 from yolo_orch.class_names import in_id_order
 from yolo_orch.errors import ExportDependencyMissing, InvalidJob
 from yolo_orch.params.common import EXPORT_BATCH_MAX, IMGSZ_MAX, IMGSZ_MIN
+from yolo_orch.params.export import input_refusal
 from yolo_orch.variants import ENTRY_NAMES, UNIMPORTABLE_SUFFIXES, ExportFormat
 
 if TYPE_CHECKING:
@@ -298,6 +299,8 @@ def _metadata(raw: dict[str, Any]) -> ExportedMetadata:
     if batch is None:
         low, high = BATCH_RANGE
         raise _bad_variant(f"batch {repr(raw_batch)[:80]} is not a batch from {low} to {high}")
+    if reason := input_refusal(size, batch):  # what an export here could not be built for
+        raise _bad_variant(reason)
     flags = {flag: args.get(flag) for flag in FLAGS}
     for flag, value in flags.items():
         if value is not None and not isinstance(value, bool):  # None: left unset, so false

@@ -12,6 +12,14 @@ from yolo_orch.variants import INT8_FORMATS, SIMPLIFY_FORMATS, ExportFormat
 STRIDE = 32
 """YOLO's largest stride: ultralytics rounds other sizes up, which would make the lineage lie."""
 
+MAX_INPUT_BYTES = 256 << 20
+"""The largest input tensor an export (or an imported variant) may be built for: batch x 3
+channels x imgsz x imgsz of float32. The exporter's dry run, the import check and every call of
+a static variant feed a tensor this size, and the activations behind it are many times larger:
+past it an export is a refused allocation, not a variant (imgsz 4096 with batch 1024 is 192
+GiB). 256 MiB keeps imgsz 640 at batch 32 (150 MiB), 1280 at batch 8 and 4096 at batch 1."""
+_FLOAT32_RGB = 3 * 4
+
 
 def _as_format(value: object) -> object:
     known = {str(f): f for f in ExportFormat}
@@ -41,7 +49,11 @@ class ExportParams(SimulatedParams):
     )
     dynamic: bool = Field(default=False, description="Dynamic input shapes (any imgsz, batch).")
     batch: int = Field(
-        default=1, ge=1, le=EXPORT_BATCH_MAX, description="Batch size the variant is built for."
+        default=1,
+        ge=1,
+        le=EXPORT_BATCH_MAX,
+        description="Batch size the variant is built for. batch x 3 x imgsz x imgsz float32 "
+        f"must fit {MAX_INPUT_BYTES >> 20} MiB (imgsz 640: batch 32 and less).",
     )
     simplify: bool | None = Field(
         default=None,
@@ -56,7 +68,21 @@ class ExportParams(SimulatedParams):
             raise ValueError(f"int8 applies to {_names(INT8_FORMATS)} only")
         if self.simplify is not None and self.format not in SIMPLIFY_FORMATS:
             raise ValueError(f"simplify applies to {_names(SIMPLIFY_FORMATS)} only")
+        if reason := input_refusal(self.imgsz, self.batch):
+            raise ValueError(reason)
         return self
+
+
+def input_refusal(imgsz: int, batch: int) -> str | None:
+    """Why a variant of this size and batch is refused (`MAX_INPUT_BYTES`), or None."""
+    size = batch * _FLOAT32_RGB * imgsz * imgsz
+    if size <= MAX_INPUT_BYTES:
+        return None
+    return (
+        f"imgsz {imgsz} with batch {batch} is an input of {batch} x 3 x {imgsz} x {imgsz} "
+        f"float32 = {size} bytes ({size / (1 << 20):.0f} MiB); at most {MAX_INPUT_BYTES} "
+        f"bytes ({MAX_INPUT_BYTES >> 20} MiB): lower imgsz or batch"
+    )
 
 
 def _names(formats: frozenset[ExportFormat]) -> str:
