@@ -23,8 +23,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_defaults_serve_on_a_fresh_machine() -> None:
     settings = load_settings()
-    assert settings.data_dir == Path("./var")
-    assert settings.sqlite_url == f"sqlite+aiosqlite:///{Path('var').resolve() / 'yolo-orch.db'}"
+    assert settings.data_dir == Path.cwd() / "var"
+    assert settings.sqlite_url == f"sqlite+aiosqlite:///{Path.cwd() / 'var' / 'yolo-orch.db'}"
     assert (settings.host, settings.port) == ("127.0.0.1", 8000)
     assert settings.runtime == "auto"
     assert settings.lanes == []
@@ -41,7 +41,7 @@ def test_example_file_documents_every_key_with_its_default() -> None:
         assert f"# {key} = " in text, key
     for key, value in example.items():
         expected = getattr(defaults, key)
-        assert (Path(value) if isinstance(expected, Path) else value) == expected, key
+        assert (Path(value).absolute() if isinstance(expected, Path) else value) == expected, key
 
 
 def test_file_then_environment_then_overrides(
@@ -111,3 +111,98 @@ def test_invalid_values_are_refused(tmp_path: Path, content: str) -> None:
 def test_unusable_database_urls_and_lanes_are_refused_at_load(values: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         Settings(**values)  # type: ignore[arg-type]
+
+
+PATH_SETTINGS = ("data_dir", "data_roots", "model_roots", "shared_data_roots")
+
+
+def test_relative_folders_from_the_environment_are_taken_against_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("YOLO_ORCH_DATA_DIR", "state")
+    monkeypatch.setenv("YOLO_ORCH_DATA_ROOTS", '["images", "/srv/absolute"]')
+    monkeypatch.setenv("YOLO_ORCH_MODEL_ROOTS", '["./weights/../weights"]')
+    monkeypatch.setenv("YOLO_ORCH_SHARED_DATA_ROOTS", '["images"]')
+    settings = load_settings()
+    monkeypatch.chdir("/")  # resolved once, at load: a later working directory changes nothing
+
+    assert settings.data_dir == tmp_path / "state"
+    assert settings.data_roots == [tmp_path / "images", Path("/srv/absolute")]
+    assert settings.model_roots == [tmp_path / "weights" / ".." / "weights"]  # no link resolved
+    assert settings.shared_data_roots == [tmp_path / "images"]
+    assert settings.sqlite_url == f"sqlite+aiosqlite:///{tmp_path / 'state' / 'yolo-orch.db'}"
+    assert settings.lock_files == [tmp_path / "state" / "yolo-orch.lock"]
+
+
+def test_relative_folders_in_a_file_are_taken_against_the_working_directory_not_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "etc" / "yolo.toml"
+    config.parent.mkdir()
+    config.write_text(
+        'data_dir = "var"\ndata_roots = ["data"]\nmodel_roots = ["weights"]\n'
+        'shared_data_roots = ["shared"]\ndatabase_url = "sqlite+aiosqlite:///db/jobs.db"\n'
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    settings = load_settings(config)
+
+    assert settings.data_dir == work / "var"
+    assert (settings.data_roots, settings.model_roots) == ([work / "data"], [work / "weights"])
+    assert settings.shared_data_roots == [work / "shared"]
+    assert settings.database_url == f"sqlite+aiosqlite:///{work / 'db' / 'jobs.db'}"
+    assert settings.lock_files == [work / "var" / "yolo-orch.lock", work / "db" / "jobs.db.lock"]
+
+
+def test_overrides_are_resolved_too_and_every_path_setting_ends_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    settings = load_settings(
+        data_dir=Path("./var"),
+        data_roots=["~/pictures"],
+        model_roots=[Path("m")],
+        shared_data_roots=["s"],
+    )
+    assert settings.data_dir == tmp_path / "var"
+    assert settings.data_roots == [tmp_path / "home" / "pictures"]
+    assert (settings.model_roots, settings.shared_data_roots) == (
+        [tmp_path / "m"],
+        [tmp_path / "s"],
+    )
+    for key in (*PATH_SETTINGS, "ray_node_cache_dir"):
+        value = getattr(settings, key)
+        assert all(path.is_absolute() for path in (value if isinstance(value, list) else [value]))
+
+
+@pytest.mark.parametrize(
+    ("url", "resolved"),
+    [
+        ("sqlite+aiosqlite:///jobs.db", "sqlite+aiosqlite:///{cwd}/jobs.db"),
+        (
+            "sqlite+aiosqlite:///db/jobs.db?timeout=5",
+            "sqlite+aiosqlite:///{cwd}/db/jobs.db?timeout=5",
+        ),
+        ("sqlite+aiosqlite:////srv/jobs.db", "sqlite+aiosqlite:////srv/jobs.db"),
+        ("sqlite+aiosqlite:///:memory:", "sqlite+aiosqlite:///:memory:"),
+        ("memory://", "memory://"),
+        ("", ""),
+    ],
+)
+def test_a_relative_sqlite_path_is_taken_against_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, resolved: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_settings(database_url=url).database_url == resolved.format(cwd=tmp_path)
+
+
+def test_the_ray_node_cache_must_be_absolute_as_it_is_a_folder_on_other_machines() -> None:
+    assert load_settings(ray_node_cache_dir="/var/cache/yolo").ray_node_cache_dir == Path(
+        "/var/cache/yolo"
+    )
+    for relative in ("cache", "~/cache"):
+        with pytest.raises(ValidationError, match="ray_node_cache_dir"):
+            load_settings(ray_node_cache_dir=relative)

@@ -372,6 +372,33 @@ class Settings(BaseSettings):
         "(invalid_input beyond).",
     )
 
+    @field_validator("data_dir", "data_roots", "model_roots", "shared_data_roots", mode="after")
+    @classmethod
+    def _resolved_once(cls, value: Path | list[Path]) -> Path | list[Path]:
+        """Relative folders are taken against the working directory at load, once: handed on
+        as they were, they would mean something else to whoever reads them (ultralytics files
+        a relative `project` under its own runs folder)."""
+        if isinstance(value, list):
+            return [_absolute(path) for path in value]
+        return _absolute(value)
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _database_resolved_once(cls, url: str) -> str:
+        return _absolute_sqlite_url(url) if url.startswith(SQLITE_URL_PREFIX) else url
+
+    @field_validator("ray_node_cache_dir", mode="after")
+    @classmethod
+    def _node_cache_absolute(cls, value: Path) -> Path:
+        """A folder on each Ray node, not on this host: the server's working directory means
+        nothing there, and a Ray worker's own is a session folder of Ray's."""
+        if not value.is_absolute():
+            raise ValueError(
+                f"ray_node_cache_dir {str(value)!r} must be an absolute path (a folder on each "
+                "Ray node)"
+            )
+        return value
+
     @field_validator("batch_max_images", mode="after")
     @classmethod
     def _batch_defaults_kept(cls, value: dict[LaneKind, int]) -> dict[LaneKind, int]:
@@ -424,7 +451,7 @@ class Settings(BaseSettings):
         """The database URL in effect (the default one derived from `data_dir`)."""
         if self.database_url:
             return self.database_url
-        return f"{SQLITE_URL_PREFIX}{self.data_dir.resolve() / 'yolo-orch.db'}"
+        return f"{SQLITE_URL_PREFIX}{self.data_dir / 'yolo-orch.db'}"
 
     @property
     def lock_files(self) -> list[Path]:
@@ -486,6 +513,27 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _absolute(path: Path) -> Path:
+    """`~` is the server user's home, as a shell would have it; no symlink is resolved."""
+    return path.expanduser().absolute()
+
+
+def _absolute_sqlite_url(url: str) -> str:
+    """`url` with its database file's path made absolute; an in-memory database (no path, or
+    `:memory:`) and a `file:` URI as they are."""
+    if url.removeprefix(SQLITE_URL_PREFIX).startswith("/"):
+        return url
+    # Imported here: every command loads settings, and only a relative path needs the parser.
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    database = parsed.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return url
+    absolute = str(_absolute(Path(database)))
+    return parsed.set(database=absolute).render_as_string(hide_password=False)
 
 
 def _env_config_file() -> Path | None:
