@@ -35,6 +35,7 @@ from yolo_orch.run_limits import RunLimits
 from yolo_orch.run_records import OnRunEnd, ProgressWriter, fail_beside, record_outcomes
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runs import Batch, OnBatch, Run, outcome_of, run_context, with_result_kept
+from yolo_orch.shown_paths import ShownPaths
 from yolo_orch.store.base import JobStore
 from yolo_orch.watchdog import Watchdog
 
@@ -56,7 +57,10 @@ class Dispatcher:
         on_run_end: OnRunEnd | None = None,
         batching: BatchPolicy | None = None,
         on_batch: OnBatch | None = None,
+        shown_paths: ShownPaths | None = None,
     ) -> None:
+        """`shown_paths`: how a failed run's error names the server's files (`server_paths`);
+        without it, each absolute path as its last part."""
         self._store = store
         self._lanes = lanes
         self._executor = executor
@@ -71,6 +75,7 @@ class Dispatcher:
         """Set (and replaced) on every wake-up: what a batch waiting for companions waits on."""
         self._batching = batching or BatchPolicy()
         self._on_batch = on_batch
+        self._shown_paths = shown_paths or ShownPaths()
         self._runs: dict[str, Run] = {}
         self._head = QueueHead(store)
         self._claims = Claims(store, files.starts, self._head)
@@ -422,7 +427,7 @@ class Dispatcher:
         return [
             outcome
             if isinstance(outcome, RunLost)
-            else outcome_of(self._runs[ctx.job.id], ctx.job.id, outcome)
+            else outcome_of(self._runs[ctx.job.id], ctx.job.id, outcome, self._shown_paths)
             for ctx, outcome in zip(ctxs, raw, strict=True)
         ]
 

@@ -21,6 +21,7 @@ from yolo_orch.failures import failure_of
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.logs import for_job
 from yolo_orch.runners.base import RunContext
+from yolo_orch.shown_paths import ShownPaths
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +84,17 @@ def run_context(
     )
 
 
-def outcome_of(run: Run, job_id: str, raw: BatchOutcome) -> Outcome:
+def outcome_of(run: Run, job_id: str, raw: BatchOutcome, shown: ShownPaths) -> Outcome:
     """The outcome to record for a run that returned or raised `raw`: a stop the watchdog asked
-    for wins over what the runner made of it."""
+    for wins over what the runner made of it. What was raised names the server's files as
+    `shown` has them: the error reaches clients, and the job's log."""
     if isinstance(raw, JobCancelled):
         if run.stopped_by is not None:
             return Outcome(JobState.FAILED, error=run.stopped_by, progress=run.progress)
         return Outcome(JobState.CANCELLED, progress=run.progress)
     if isinstance(raw, Exception):
-        error = run.stopped_by or failure_of(raw)
+        failure = failure_of(raw)
+        error = run.stopped_by or replace(failure, message=shown.text(failure.message))
         log.warning(
             "job %s failed: %s: %s", job_id, error.code, error.message, extra=for_job(job_id)
         )
