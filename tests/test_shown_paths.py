@@ -1,21 +1,31 @@
 """Messages that reach a client name the server's files by their path under their folder, never
-by the server's absolute path: the helper, and a failed run's error as the dispatcher records
-it."""
+by the server's absolute path: the helper, a failed run's error as the dispatcher records it,
+and the messages the runners and the dataset checks write themselves. (Through the HTTP API:
+`test_error_paths_api.py`.)"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
 
 from tests.test_admission import ScriptedExecutor
+from tests.training_fixtures import TrainingRecorder, make_dataset
+from tests.yolo_fixtures import ensure_ultralytics, fixed_resolver
 from yolo_orch.admission import Lanes
 from yolo_orch.clock import utcnow
 from yolo_orch.config import Settings
+from yolo_orch.datasets import load_dataset
 from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.domain import JobKind, JobResult, NewJob
+from yolo_orch.errors import InvalidJob, PathOutsideRoots
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.runners.base import RunContext
+from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.shown_paths import ShownPaths, server_paths
 from yolo_orch.store.memory import InMemoryJobStore
 
@@ -103,3 +113,70 @@ async def test_a_failed_runs_error_names_the_servers_files_from_their_folders(
 
         assert job.error is not None
         assert job.error.message == f"FileNotFoundError: {expected.format(id=job.id)}"
+
+
+def test_training_that_ends_without_best_pt_names_it_in_the_jobs_folder(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ensure_ultralytics(tmp_path_factory.getbasetemp())
+    dataset = make_dataset(tmp_path / "data" / "ds", n_train=1, n_val=1, size=32)
+    monkeypatch.setattr(YoloTrainingRunner, "_train", lambda *args: None)  # makes no weights
+    runner = YoloTrainingRunner(
+        fixed_resolver({}), lambda *args: {}, data_roots=[tmp_path / "data"], cpu_threads=1
+    )
+
+    with pytest.raises(RuntimeError) as raised:
+        runner.run(TrainingRecorder().context(tmp_path / "job", dataset, epochs=1))
+
+    assert str(raised.value) == "training ended without train/weights/best.pt in the job's folder"
+
+
+def _dataset(tmp_path: Path, **entries: Any) -> tuple[Path, Path]:
+    root = tmp_path / "data"
+    make_dataset(root / "ds", n_train=1, n_val=1, size=32)
+    yaml_path = root / "ds" / "data.yaml"
+    data = yaml.safe_load(yaml_path.read_text())
+    yaml_path.write_text(yaml.safe_dump({**data, **entries}))
+    return root, yaml_path
+
+
+def test_a_data_yaml_changed_after_submission_is_named_under_its_root(tmp_path: Path) -> None:
+    root, yaml_path = _dataset(tmp_path)
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text(yaml_path.read_text())
+
+    yaml_path.unlink()
+    yaml_path.symlink_to(outside)  # swapped for a link out of the roots
+    with pytest.raises(PathOutsideRoots) as out:
+        load_dataset(yaml_path, [root])
+    yaml_path.unlink()
+    yaml_path.mkdir()  # swapped for a folder: the OS names it when it is opened
+    with pytest.raises(InvalidJob) as unreadable:
+        load_dataset(yaml_path, [root])
+
+    assert out.value.message == "'ds/data.yaml' is refused: it leads outside the data roots"
+    assert unreadable.value.message == (
+        "data.yaml is not readable YAML: [Errno 21] Is a directory: 'ds/data.yaml'"
+    )
+
+
+def test_an_image_list_that_cannot_be_read_is_named_under_its_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, yaml_path = _dataset(tmp_path, train="train.txt")
+    listing = root / "ds" / "train.txt"
+    listing.write_text("./images/train/train0.png\n")
+    opened = Path.open
+
+    def refused(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path == listing:  # what a file the server may not read says (the tests run as root)
+            raise PermissionError(13, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refused)
+    with pytest.raises(InvalidJob) as raised:
+        load_dataset(yaml_path, [root])
+
+    assert raised.value.message == (
+        "train.txt is not a readable image list: [Errno 13] Permission denied: 'ds/train.txt'"
+    )

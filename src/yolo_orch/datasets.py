@@ -38,6 +38,7 @@ from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits, in
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
 from yolo_orch.inputs import check_relative
 from yolo_orch.paths import client_path_errors, real_path
+from yolo_orch.shown_paths import ShownPaths
 
 __all__ = ["Dataset", "check_dataset", "load_dataset"]
 
@@ -99,7 +100,8 @@ def load_dataset(
 ) -> Dataset:
     """Parse and check a data.yaml at a real path (again at run time: the file may have changed)."""
     roots = real_roots(data_roots)
-    real = contained(yaml_path, roots, str(yaml_path))
+    shown = ShownPaths(roots)
+    real = contained(yaml_path, roots, shown.text(str(yaml_path)))
     if real.suffix.lower() not in {".yaml", ".yml"}:
         raise InvalidJob(f"{real.name} must be a .yaml or .yml file", code="invalid_dataset")
     try:
@@ -114,7 +116,9 @@ def load_dataset(
     except safe_yaml.YamlRefused as e:
         raise InvalidJob(f"{real.name} is refused: {e}", code="invalid_dataset") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise InvalidJob(f"{real.name} is not readable YAML: {e}", code="invalid_dataset") from e
+        raise InvalidJob(
+            f"{real.name} is not readable YAML: {shown.text(str(e))}", code="invalid_dataset"
+        ) from e
     if not isinstance(data, dict):
         raise InvalidJob(f"{real.name} must hold a YAML mapping", code="invalid_dataset")
     if "download" in data:
@@ -301,4 +305,7 @@ def _check_image_list(list_file: Path, shown: str, roots: Sequence[Path]) -> Non
                     )
                 contained(image, roots, f"{shown} line {number}")
     except (OSError, UnicodeDecodeError) as e:
-        raise InvalidJob(f"{shown} is not a readable image list: {e}", "invalid_dataset") from e
+        reason = ShownPaths(roots).text(str(e))
+        raise InvalidJob(
+            f"{shown} is not a readable image list: {reason}", "invalid_dataset"
+        ) from e

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from yolo_orch.errors import ModelTampered
+from yolo_orch.errors import ModelTampered, shown_path
 from yolo_orch.weights import sha256_file
 
 _CHUNK = 1 << 20
@@ -102,15 +102,21 @@ def remove_tree(folder: Path) -> None:
 
 
 def _walk(folder: Path) -> list[Path]:
+    """The regular files under `folder`; a `ValueError` naming what else is there by its path
+    from the folder's parent (a client reads it: not the server's path)."""
     found: list[Path] = []
     for root, dirs, names in os.walk(folder):
         dirs.sort()
         for name in sorted(names):
             path = Path(root) / name
             if path.is_symlink() or not path.is_file():
-                raise ValueError(f"{path} is not a regular file")
+                raise ValueError(f"{_shown(path, folder)} is not a regular file")
             found.append(path)
         for name in dirs:
             if (Path(root) / name).is_symlink():
-                raise ValueError(f"{Path(root) / name} is a link")
+                raise ValueError(f"{_shown(Path(root) / name, folder)} is a link")
     return found
+
+
+def _shown(path: Path, folder: Path) -> str:
+    return shown_path(path.relative_to(folder.parent).as_posix())

@@ -35,6 +35,7 @@ from yolo_orch.errors import (
 from yolo_orch.inputs import check_relative
 from yolo_orch.paths import client_path_errors, contained
 from yolo_orch.resolutions import Resolutions
+from yolo_orch.shown_paths import ShownPaths
 from yolo_orch.store.base import ModelStore
 from yolo_orch.variant_imports import importable_format
 from yolo_orch.variant_registry import VariantRegistry
@@ -201,8 +202,8 @@ class ModelRegistry:
         try:
             info = await anyio.to_thread.run_sync(self._inspect, staged, limiter=limiter)
         except InvalidWeights as exc:  # say it in the client's terms, not the server's paths
-            reason = exc.reason.replace(str(staged), name).replace(staged.name, name)
-            raise InvalidWeights(Path(name), reason) from None
+            reason = ShownPaths(named={staged: name}).text(exc.reason)
+            raise InvalidWeights(Path(name), reason.replace(staged.name, name)) from None
         self._class_name_limits.check(info.class_names, name)
         file_name = f"{sha256}.pt"
         new = NewModel(

@@ -66,7 +66,7 @@ def registry_weights(resolve: ResolveWeights, ctx: RunContext) -> tuple[Path, st
     weights = resolve(ctx.job.model_id)
     path = weights.path
     if not path.is_file():  # ultralytics would go looking for a missing .pt online
-        raise FileNotFoundError(f"weights file {path} is missing")
+        raise FileNotFoundError(f"weights file {path.name} is missing")
     actual = sha256_file(path)
     if actual != weights.sha256:
         raise ModelTampered(path, weights.sha256, actual)

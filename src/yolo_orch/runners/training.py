@@ -160,7 +160,8 @@ class YoloTrainingRunner:
     ) -> JobResult:
         weights = run_dir / "weights"
         if not (weights / "best.pt").is_file():
-            raise RuntimeError(f"training ended without {weights / 'best.pt'}")
+            shown = (weights / "best.pt").relative_to(ctx.workdir)  # the job's, not the server's
+            raise RuntimeError(f"training ended without {shown} in the job's folder")
         artifacts = ctx.workdir / "artifacts"
         names = _publish(run_dir, artifacts)
         output_name = params.output_name or f"train-{ctx.job.id[:8]}"
