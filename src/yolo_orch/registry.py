@@ -71,7 +71,7 @@ class ModelRegistry:
         """Held while a model file is put in place or removed together with its registration."""
         self.resolutions = Resolutions()
         self.variants = VariantRegistry(
-            store, models_dir / "variants", self._files_lock, self.resolutions
+            store, models_dir / "variants", self._files_lock, self.resolutions, limiter=file_limiter
         )
 
     async def import_stream(
@@ -148,9 +148,11 @@ class ModelRegistry:
                 )
         return model
 
-    async def import_variant_path(self, ref: str, relative: str) -> tuple[Variant, bool]:
+    async def import_variant_path(
+        self, ref: str, relative: str, max_bytes: int
+    ) -> tuple[Variant, bool]:
         """An exported file or OpenVINO folder under one of the `model_roots`, as a variant of
-        the model `ref`."""
+        the model `ref`: at most `max_bytes`, as an upload."""
         check_relative(relative)
         model = await self._store.get(ref)
         source = await anyio.to_thread.run_sync(
@@ -162,7 +164,7 @@ class ModelRegistry:
             raise InvalidJob(
                 f"{relative!r} is not an OpenVINO model folder", code="invalid_variant"
             )
-        return await self.variants.import_path(model, source, export_format)
+        return await self.variants.import_path(model, source, export_format, max_bytes)
 
     async def resolve(self, ref: str) -> ResolvedWeights:
         """What a runner loads: the file and the fingerprint it must still have."""

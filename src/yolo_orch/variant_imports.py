@@ -11,6 +11,7 @@ so that a file the runtime cannot read is refused at import rather than failing 
 from __future__ import annotations
 
 import ast
+import os
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -32,6 +33,16 @@ if TYPE_CHECKING:
 
 MAX_ARCHIVE_MEMBERS = 16
 CHUNK_BYTES = 1 << 20
+MAX_EXPANSION = 10
+"""An OpenVINO archive may unpack to this many times its own size, plus `EXPANSION_SLACK`: a
+model's weights (the `.bin`, floats) deflate by a few percent and its `.xml` is a small part of
+it, so a real model's archive expands by less than 2x; zeros deflate a thousandfold (a 7.5 MB
+archive held a 900 MiB `.bin`). Counted on what is written, not on what the archive declares."""
+EXPANSION_SLACK = 1 << 20
+OPENVINO_FILES = "one .xml, the .bin of the same name and metadata.yaml"
+"""What an OpenVINO model is, as a folder or an archive: nothing else."""
+ENTRY_FILES = 3
+"""How many files `OPENVINO_FILES` are."""
 MAX_METADATA_BYTES = 1 << 20
 """Of an OpenVINO model's metadata.yaml, and of each ultralytics entry in an ONNX file's
 metadata: the class names of a model fit (they are under `max_class_names_bytes`)."""
@@ -90,19 +101,28 @@ def describe(entry: Path, export_format: ExportFormat, max_names: int) -> Export
 
 
 def unpack_openvino_zip(archive: Path, target: Path, max_bytes: int) -> None:
-    """Extract an OpenVINO model (its files flat, or in one folder) into the new folder `target`."""
+    """Extract an OpenVINO model (its files flat, or in one folder) into the new folder `target`:
+    at most `max_bytes`, and at most `MAX_EXPANSION` times the archive's size."""
+    size = archive.stat().st_size
+    bound = min(max_bytes, MAX_EXPANSION * size + EXPANSION_SLACK)
+    too_large = (
+        f"it unpacks to more than {bound} bytes (at most {MAX_EXPANSION}x the archive's "
+        f"{size} bytes plus {EXPANSION_SLACK >> 20} MiB, and max_upload_bytes {max_bytes})"
+    )
     try:
         with zipfile.ZipFile(archive) as zipped:
             members = [info for info in zipped.infolist() if not info.is_dir()]
             if not members or len(members) > MAX_ARCHIVE_MEMBERS:
                 raise _bad_archive(f"it holds {len(members)} files")
-            if sum(info.file_size for info in members) > max_bytes:
-                raise _bad_archive(f"its files add up to more than {max_bytes} bytes")
+            if reason := _openvino_names_refusal({PurePosixPath(i.filename).name for i in members}):
+                raise _bad_archive(reason)
+            if sum(info.file_size for info in members) > bound:
+                raise _bad_archive(too_large)
             parents = {PurePosixPath(info.filename).parent for info in members}
             if len(parents) != 1 or len(next(iter(parents)).parts) > 1:
                 raise _bad_archive("its files must sit together, at the top or in one folder")
             target.mkdir(parents=True)
-            left = max_bytes  # what the entries declare can lie: count what is written
+            left = bound  # what the entries declare can lie: count what is written
             for info in members:
                 name = PurePosixPath(info.filename).name
                 if name in {"", ".", ".."} or "\\" in name:
@@ -112,7 +132,7 @@ def unpack_openvino_zip(archive: Path, target: Path, max_bytes: int) -> None:
                         while chunk := reader.read(min(CHUNK_BYTES, left + 1)):
                             left -= len(chunk)
                             if left < 0:
-                                raise _bad_archive(f"it unpacks to more than {max_bytes} bytes")
+                                raise _bad_archive(too_large)
                             writer.write(chunk)
                 except FileExistsError:
                     raise _bad_archive(f"it holds two files named {name!r}") from None
@@ -120,6 +140,45 @@ def unpack_openvino_zip(archive: Path, target: Path, max_bytes: int) -> None:
     # compressed in a way it does not implement (deflate64, ...).
     except (zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, NotImplementedError) as e:
         raise _bad_archive(f"{type(e).__name__}: {e}") from None
+
+
+def check_source(source: Path, export_format: ExportFormat, max_bytes: int) -> None:
+    """Before a file or folder under a model root is copied in: an ONNX file of at most
+    `max_bytes`, or an OpenVINO folder of `OPENVINO_FILES`, regular files adding up to at most
+    `max_bytes` (what an upload may be)."""
+    if export_format is not ExportFormat.OPENVINO:
+        _check_size(os.stat(source).st_size, max_bytes)
+        return
+    check_openvino_folder(source)
+    _check_size(sum(os.stat(path).st_size for path in source.iterdir()), max_bytes)
+
+
+def check_openvino_folder(folder: Path) -> None:
+    """`folder` holds `OPENVINO_FILES`, each a regular file, and nothing else; read without
+    listing more than one entry past them."""
+    names: set[str] = set()
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if len(names) == ENTRY_FILES:
+                raise _bad_variant(f"an OpenVINO model is {OPENVINO_FILES}, nothing else")
+            if not entry.is_file(follow_symlinks=False):
+                raise _bad_variant(f"{entry.name[:80]!r} in the folder is not a regular file")
+            names.add(entry.name)
+    if reason := _openvino_names_refusal(names):
+        raise _bad_variant(reason)
+
+
+def _openvino_names_refusal(names: set[str]) -> str | None:
+    xmls = [name for name in names if name.endswith(".xml")]
+    if len(xmls) == 1 and names == {xmls[0], f"{xmls[0][:-4]}.bin", "metadata.yaml"}:
+        return None
+    listed = ", ".join(repr(name[:40]) for name in sorted(names)[: ENTRY_FILES + 1])
+    return f"an OpenVINO model is {OPENVINO_FILES}, nothing else; it holds {listed}"
+
+
+def _check_size(size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise _bad_variant(f"it takes {size} bytes, more than max_upload_bytes ({max_bytes})")
 
 
 def entry_of(folder: Path, export_format: ExportFormat) -> Path:

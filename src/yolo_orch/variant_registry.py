@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, TypeVarTuple
 
 import anyio.to_thread
 
@@ -23,8 +24,18 @@ from yolo_orch.errors import BodyTooLarge, InvalidJob, VariantNotFound
 from yolo_orch.manifests import Manifest, copy_tree_hashing, fingerprint_tree, remove_tree
 from yolo_orch.resolutions import Resolutions
 from yolo_orch.store.base import ModelStore
-from yolo_orch.variant_imports import describe, entry_of, importable_format, unpack_openvino_zip
+from yolo_orch.variant_imports import (
+    check_openvino_folder,
+    check_source,
+    describe,
+    entry_of,
+    importable_format,
+    unpack_openvino_zip,
+)
 from yolo_orch.variants import ExportFormat, Lineage, NewVariant, Variant
+
+T = TypeVar("T")
+Args = TypeVarTuple("Args")
 
 
 @dataclass(frozen=True)
@@ -46,13 +57,18 @@ class VariantRegistry:
         variants_dir: Path,
         files_lock: asyncio.Lock,
         resolutions: Resolutions,
+        *,
+        limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
+        """`limiter`: the threads for the file work of imports (None: anyio's default pool);
+        an export job's registration uses the default pool, as a training's model does."""
         self._store = store
         self._dir = variants_dir
         self._files_lock = files_lock
         """The model registry's: held while folders and their records change together."""
         self._resolutions = resolutions
         """The model registry's: forgotten at every change to a variant."""
+        self._limiter = limiter
 
     async def register_export(
         self,
@@ -96,33 +112,35 @@ class VariantRegistry:
         export_format = importable_format(file_name)
         staged = self._staging_dir()
         try:
-            await anyio.to_thread.run_sync(lambda: staged.mkdir(parents=True))
+            await self._in_thread(lambda: staged.mkdir(parents=True))
             received = staged / ("upload.zip" if export_format is ExportFormat.OPENVINO else "u")
-            await _receive(chunks, received, max_bytes)
+            await _receive(chunks, received, max_bytes, self._limiter)
             entry = entry_of(staged, export_format)
             if export_format is ExportFormat.OPENVINO:
-                await anyio.to_thread.run_sync(unpack_openvino_zip, received, entry, max_bytes)
-                await anyio.to_thread.run_sync(received.unlink)
+                await self._in_thread(unpack_openvino_zip, received, entry, max_bytes)
+                await self._in_thread(received.unlink)
             else:
-                await anyio.to_thread.run_sync(os.replace, received, entry)
+                await self._in_thread(os.replace, received, entry)
             return await self._import_staged(model, staged, export_format, "upload")
         finally:
-            await anyio.to_thread.run_sync(remove_tree, staged)
+            await self._in_thread(remove_tree, staged)
 
     async def import_path(
-        self, model: Model, source: Path, export_format: ExportFormat
+        self, model: Model, source: Path, export_format: ExportFormat, max_bytes: int
     ) -> tuple[Variant, bool]:
-        """A file or OpenVINO folder found under the model roots, copied in."""
+        """A file or OpenVINO folder found under the model roots, copied in once its shape and
+        size are what a variant's can be (`check_source`)."""
+        await self._in_thread(check_source, source, export_format, max_bytes)
         staged = self._staging_dir()
         try:
             name = entry_of(staged, export_format).name
             try:
-                await anyio.to_thread.run_sync(copy_tree_hashing, source, staged, name)
+                await self._in_thread(copy_tree_hashing, source, staged, name)
             except ValueError as e:  # a link or a special file inside the folder
                 raise InvalidJob(str(e), code="invalid_variant") from None
             return await self._import_staged(model, staged, export_format, f"path:{source}")
         finally:
-            await anyio.to_thread.run_sync(remove_tree, staged)
+            await self._in_thread(remove_tree, staged)
 
     async def list_for(self, model_id: str) -> list[Variant]:
         return await self._store.list_variants(model_id)
@@ -161,9 +179,9 @@ class VariantRegistry:
         self, model: Model, staged: Path, export_format: ExportFormat, source: str
     ) -> tuple[Variant, bool]:
         entry = entry_of(staged, export_format)
-        meta = await anyio.to_thread.run_sync(
-            describe, entry, export_format, len(model.class_names)
-        )
+        if export_format is ExportFormat.OPENVINO:  # the source may have changed since its check
+            await self._in_thread(check_openvino_folder, entry)
+        meta = await self._in_thread(describe, entry, export_format, len(model.class_names))
         if (meta.task, meta.class_names) != (model.task, model.class_names):
             raise InvalidJob(
                 f"the file is a {meta.task[:50]!r} model with classes "
@@ -171,7 +189,7 @@ class VariantRegistry:
                 f"with classes {_preview(model.class_names)}",
                 code="variant_mismatch",
             )
-        manifest = await anyio.to_thread.run_sync(fingerprint_tree, staged)
+        manifest = await self._in_thread(fingerprint_tree, staged)
         lineage = Lineage(
             source_sha256="",
             imgsz=meta.imgsz,
@@ -209,6 +227,9 @@ class VariantRegistry:
                 await anyio.to_thread.run_sync(remove_tree, final)
         return variant
 
+    async def _in_thread(self, func: Callable[[*Args], T], *args: *Args) -> T:
+        return await anyio.to_thread.run_sync(func, *args, limiter=self._limiter)
+
     def _staging_dir(self) -> Path:
         self._dir.mkdir(parents=True, exist_ok=True)
         return self._dir / f".incoming-{uuid.uuid4().hex}"
@@ -232,14 +253,19 @@ def variant_view(variant: Variant) -> JsonObject:
     }
 
 
-async def _receive(chunks: AsyncIterator[bytes], target: Path, max_bytes: int) -> None:
+async def _receive(
+    chunks: AsyncIterator[bytes],
+    target: Path,
+    max_bytes: int,
+    limiter: anyio.CapacityLimiter | None,
+) -> None:
     size = 0
     with target.open("wb") as file:
         async for chunk in chunks:
             size += len(chunk)
             if size > max_bytes:
                 raise BodyTooLarge(max_bytes, "the upload")
-            await anyio.to_thread.run_sync(file.write, chunk)
+            await anyio.to_thread.run_sync(file.write, chunk, limiter=limiter)
 
 
 def _preview(names: tuple[str, ...], shown: int = 10) -> str:

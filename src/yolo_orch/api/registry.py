@@ -261,7 +261,9 @@ async def import_variant(
             body = VariantImportFromPath.model_validate_json(await request.body())
         except ValidationError as exc:
             raise InvalidJob(_first_error(exc), code="invalid_request") from None
-        variant, created = await services.models.import_variant_path(ref, body.path)
+        variant, created = await services.models.import_variant_path(
+            ref, body.path, services.settings.max_upload_bytes
+        )
     elif content_type == "multipart/form-data":
         model = await services.models.get(ref)
         async with request.form(max_files=1, max_fields=2) as form:
