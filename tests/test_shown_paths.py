@@ -24,10 +24,14 @@ from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.domain import JobKind, JobResult, NewJob
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.params.inference import InferenceParams
 from yolo_orch.runners.base import RunContext
+from yolo_orch.runners.predict import load_model
+from yolo_orch.runners.sources import registry_weights
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.shown_paths import ShownPaths, server_paths
 from yolo_orch.store.memory import InMemoryJobStore
+from yolo_orch.weights import ResolvedWeights
 
 
 def assert_no_server_path(text: str, tmp_path: Path) -> None:
@@ -180,3 +184,18 @@ def test_an_image_list_that_cannot_be_read_is_named_under_its_root(
     assert raised.value.message == (
         "train.txt is not a readable image list: [Errno 13] Permission denied: 'ds/train.txt'"
     )
+
+
+def test_a_missing_weights_file_is_named_without_its_folder(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    ensure_ultralytics(tmp_path_factory.getbasetemp())
+    gone = ResolvedWeights(tmp_path / "models" / "0123.pt", "0123")
+    ctx = TrainingRecorder().context(tmp_path / "job", tmp_path / "ds.yaml", model_id="m1")
+
+    with pytest.raises(FileNotFoundError) as loading:
+        load_model("cpu", gone, InferenceParams())
+    with pytest.raises(FileNotFoundError) as training:
+        registry_weights(fixed_resolver({"m1": gone}), ctx)
+
+    assert str(loading.value) == str(training.value) == "weights file 0123.pt is missing"

@@ -45,7 +45,7 @@ def load_model(device: str, weights: ResolvedWeights, params: InferenceParams) -
     if path.suffix.lower() != ".pt":  # ultralytics treats any other suffix as an export format
         raise InvalidWeights(path, "the file name must end in .pt")
     if not path.is_file():  # ultralytics would go looking for a missing .pt online
-        raise FileNotFoundError(f"weights file {path} is missing")
+        raise FileNotFoundError(f"weights file {path.name} is missing")
     started = time.perf_counter()
     actual = sha256_file(path)
     if actual != weights.sha256:
