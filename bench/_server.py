@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,11 +101,12 @@ def running_server(
     startup_timeout_s: float = 60.0,
     log_level: str = "warning",
     data_dir: Path | None = None,
+    wrap: Sequence[str] = (),
     **settings: object,
 ) -> Iterator[BenchServer]:
     """A server with `settings` (the simulated runtime unless `runtime` says otherwise); its data
-    lives in `data_dir` (one prepared beforehand), else in a temporary folder. `BENCH_SERVER_LOG`
-    names a file to keep its log in."""
+    lives in `data_dir` (one prepared beforehand), else in a temporary folder. `wrap` runs it
+    under a command (`prlimit ... --`). `BENCH_SERVER_LOG` names a file to keep its log in."""
     with tempfile.TemporaryDirectory(prefix="yolo-orch-bench-") as tmp:
         port = free_port()
         data_dir = data_dir if data_dir is not None else Path(tmp) / "var"
@@ -120,7 +121,7 @@ def running_server(
         with log_path.open("w") as log:
             started = time.perf_counter()
             process = subprocess.Popen(
-                [sys.executable, "-m", "yolo_orch.cli", "serve"],
+                [*wrap, sys.executable, "-m", "yolo_orch.cli", "serve"],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -47,7 +47,7 @@ class serve:
         self._lifespan = self.app.router.lifespan_context(self.app)
         await self._lifespan.__aenter__()
         self._client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=self.app), base_url="http://test"
+            transport=httpx.ASGITransport(app=self.app), base_url="http://localhost"
         )
         return self._client
 

@@ -205,7 +205,7 @@ async def test_a_client_gone_mid_upload_is_no_server_error_and_leaves_nothing(
         "query_string": b"",
         "root_path": "",
         "headers": [
-            (b"host", b"test"),
+            (b"host", b"localhost"),
             (b"content-type", f"multipart/form-data; boundary={boundary}".encode()),
             (b"content-length", b"100000"),
         ],

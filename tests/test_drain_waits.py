@@ -94,7 +94,7 @@ async def follow(app: FastAPI, path: str, messages: list[dict[str, Any]]) -> Non
         "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"host", b"test")],
+        "headers": [(b"host", b"localhost")],
         "client": ("127.0.0.1", 40000),
         "server": ("test", 80),
     }

@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 from fastapi import FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from yolo_orch import __version__
 from yolo_orch.admission import Lanes
@@ -23,6 +24,7 @@ from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
 from yolo_orch.api.docs import install_docs
 from yolo_orch.api.limits import BodyLimits
+from yolo_orch.api.origins import EXPOSED_HEADERS, SameOrigin, host_names
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
 from yolo_orch.api.protocol import HeadAsGet
 from yolo_orch.batching import BatchPolicy
@@ -95,14 +97,16 @@ def create_app(
     routers = (submit.router, jobs.router, registry.router, devices.router, health.router)
     for router in (*routers, events_api.router, job_images.router, metrics_api.router):
         app.include_router(router)
-    # The last added runs first: HEAD becomes GET, then the token is checked, then the body's
-    # size, all before the app reads anything; event streams end when the server stops.
+    # The last added runs first: HEAD becomes GET, then other sites' pages are answered
+    # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and
+    # pace, all before the app reads anything; event streams end when the server stops.
     app.add_middleware(events_api.EndStreamsOnStop, stopped=lambda: app.state.services.jobs.stopped)
     app.add_middleware(
         BodyLimits,
         max_request_bytes=settings.max_request_bytes,
         max_upload_bytes=settings.max_upload_bytes,
         max_discard_bytes=settings.max_discard_bytes,
+        body_idle_timeout_s=settings.body_idle_timeout_s,
         upload_routes=[
             ("POST", "/v1/jobs/inference"),
             ("POST", "/v1/models"),
@@ -110,6 +114,19 @@ def create_app(
         ],
     )
     app.add_middleware(BearerAuth, check=tokens)
+    app.add_middleware(
+        SameOrigin,
+        hosts=host_names(settings.host, settings.allowed_hosts),
+        allowed_origins=settings.allowed_origins,
+    )
+    if settings.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=EXPOSED_HEADERS,
+        )
     app.add_middleware(HeadAsGet)
     return app
 

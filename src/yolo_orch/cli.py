@@ -48,6 +48,7 @@ from yolo_orch.sdnotify import Notifier
 if TYPE_CHECKING:  # the client commands start without the server's imports
     from fastapi import FastAPI
 
+    from yolo_orch.api.connections import ConnectionBook
     from yolo_orch.api.deps import Services
     from yolo_orch.config import Settings
 
@@ -66,7 +67,7 @@ class DrainingServer(uvicorn.Server):
     running jobs get `shutdown_grace_s` to finish; then answer held waits, end event streams and
     stop. A second signal stops at once."""
 
-    def __init__(self, app: FastAPI, settings: Settings) -> None:
+    def __init__(self, app: FastAPI, settings: Settings, connections: ConnectionBook) -> None:
         from yolo_orch.api.protocol import problem_http_protocol
 
         super().__init__(
@@ -78,7 +79,9 @@ class DrainingServer(uvicorn.Server):
                 timeout_graceful_shutdown=5,  # the last resort: the drain ends what it holds
                 # httptools and uvloop (uvicorn[standard]), with problem JSON for the
                 # requests uvicorn cannot parse
-                http=problem_http_protocol(settings.max_header_bytes, settings.header_timeout_s),
+                http=problem_http_protocol(
+                    settings.max_header_bytes, settings.header_timeout_s, connections
+                ),
                 loop="uvloop",
             )
         )
@@ -304,8 +307,10 @@ def _settings(config: Path | None, **overrides: Any) -> Settings:
 
 
 def _serve(settings: Settings) -> int:
+    from yolo_orch.api.connections import ConnectionBook, connection_limit
     from yolo_orch.app import create_app
     from yolo_orch.errors import InstanceLocked
+    from yolo_orch.fd_limit import raise_open_files_limit
     from yolo_orch.lock import InstanceLock
     from yolo_orch.runners.heap import keep_freed_memory
 
@@ -317,8 +322,16 @@ def _serve(settings: Settings) -> int:
     except InstanceLocked as exc:
         print(f"yolo-orch: {exc}", file=sys.stderr)
         return 1
+    soft, hard = raise_open_files_limit()
+    connections = ConnectionBook(connection_limit(soft, settings.max_connections))
+    log.info(
+        "open files: limit %d (hard limit %d); client connections: at most %d",
+        soft,
+        hard,
+        connections.limit,
+    )
     app = create_app(settings)
-    server = DrainingServer(app, settings)
+    server = DrainingServer(app, settings, connections)
     server.run()
     services: Services | None = getattr(app.state, "services", None)
     if server.exit_code or (services is not None and services.dispatcher.abandoned):

@@ -199,6 +199,19 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest body on the upload routes: images of one job, weights, a variant.",
     )
+    max_concurrent_imports: int = Field(
+        default=2,
+        ge=1,
+        description="Imports of models and variants (uploads and paths together) under way at "
+        "once; another is refused before its body is read (429 imports_busy, Retry-After).",
+    )
+    variant_retire_after_failures: int = Field(
+        default=3,
+        ge=1,
+        description="Consecutive jobs a variant may fail with runtime_error before it is retired "
+        "(usable false, the reason in its JSON) and `format: auto` runs the next fitting variant "
+        "or the .pt; a success starts the count again.",
+    )
     max_header_bytes: int = Field(
         default=16 * 1024,
         ge=1024,
@@ -210,6 +223,33 @@ class Settings(BaseSettings):
         le=3600,
         description="Seconds a request line and headers may take to arrive, from the connection's "
         "opening or the request's first byte (408 and the connection closed beyond).",
+    )
+    body_idle_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Seconds a request body may go without a byte arriving (408 and the "
+        "connection closed beyond; what it had uploaded is removed).",
+    )
+    max_connections: int | None = Field(
+        default=None,
+        ge=1,
+        description="Open client connections at most; at the cap a new one takes the place of "
+        "the quietest idle one, held wait or stalled body, else gets 503. Empty: the "
+        "descriptor limit less a reserve for the database, logs, models and jobs (a quarter, "
+        "at least 256).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Names (Host header) the server answers to besides its bind address, "
+        'localhost, 127.0.0.1 and [::1]: the names clients use to reach it; "*": any (421 '
+        "host_not_allowed otherwise, a guard against DNS rebinding).",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins (scheme://host:port) of other sites whose pages may send POST, PUT "
+        "and DELETE requests (and read the answers: CORS); any other site's are refused (403 "
+        "cross_origin).",
     )
     max_discard_bytes: int = Field(
         default=1 << 30,

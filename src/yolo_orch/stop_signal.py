@@ -22,6 +22,11 @@ class StopSignal:
     def is_set(self) -> bool:
         return self._set
 
+    @property
+    def holding(self) -> bool:
+        """Whether something waits on it now."""
+        return bool(self._scopes)
+
     def set(self) -> None:
         self._set = True
         scopes, self._scopes = self._scopes, set()

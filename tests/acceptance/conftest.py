@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,16 @@ class Server:
     stopped, killed and started again any number of times (each start logs to its own file)."""
 
     def __init__(
-        self, data_dir: Path, log_dir: Path, name: str = "server", **settings: object
+        self,
+        data_dir: Path,
+        log_dir: Path,
+        name: str = "server",
+        wrap: Sequence[str] = (),
+        **settings: object,
     ) -> None:
+        """`wrap`: a command the server runs under (`prlimit ... --`)."""
         self.data_dir = data_dir
+        self.wrap = list(wrap)
         self.log_dir = log_dir
         self.name = name
         self.port = free_port()
@@ -110,7 +117,7 @@ class Server:
         self.log_paths.append(log_path)
         with log_path.open("wb") as stderr:  # the child keeps its own descriptor
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "yolo_orch.cli", "serve"],
+                [*self.wrap, sys.executable, "-m", "yolo_orch.cli", "serve"],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
@@ -202,8 +209,14 @@ def server_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[S
     its own data directory unless one is given. All of them are killed at teardown."""
     servers: list[Server] = []
 
-    def make(name: str = "server", data_dir: Path | None = None, **settings: object) -> Server:
-        server = Server(data_dir or tmp_path / f"{name}-data", tmp_path / "logs", name, **settings)
+    def make(
+        name: str = "server",
+        data_dir: Path | None = None,
+        wrap: Sequence[str] = (),
+        **settings: object,
+    ) -> Server:
+        data = data_dir or tmp_path / f"{name}-data"
+        server = Server(data, tmp_path / "logs", name, wrap, **settings)
         servers.append(server)
         return server
 

@@ -109,14 +109,14 @@ def conn(server: Server) -> Iterator[Connection]:
 
 
 def post_head(length: int | None, *extra: str) -> bytes:
-    lines = ["POST /v1/jobs HTTP/1.1", "Host: test", "Content-Type: application/json", *extra]
+    lines = ["POST /v1/jobs HTTP/1.1", "Host: localhost", "Content-Type: application/json", *extra]
     lines.append(
         f"Content-Length: {length}" if length is not None else "Transfer-Encoding: chunked"
     )
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n"
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
 @pytest.mark.acceptance
@@ -163,8 +163,8 @@ def test_a_client_that_waits_for_100_continue_gets_the_413_first(conn: Connectio
     "request_bytes",
     [
         b"GARBAGE\r\n\r\n",
-        b"GET /healthz HTTP/1.1\r\nHost: test\r\nBad Header\r\n\r\n",
-        b"GET /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: x\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: x\r\n\r\n",
     ],
     ids=["request-line", "header-line", "content-length"],
 )
@@ -180,7 +180,9 @@ def test_a_request_that_is_not_http_gets_a_problem(conn: Connection, request_byt
 def test_headers_over_their_limit_get_a_431_problem(conn: Connection) -> None:
     # Without the blank line that ends them: the server refuses once it holds more than the
     # limit, and nothing is left unread when it closes.
-    conn.send(b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Padding: " + b"a" * (2 * HEADER_LIMIT))
+    conn.send(
+        b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: " + b"a" * (2 * HEADER_LIMIT)
+    )
     reply = conn.reply()
     problem = reply.problem(431, "headers_too_large")
     assert str(HEADER_LIMIT) in problem["detail"]
@@ -193,7 +195,7 @@ def test_a_whole_head_over_its_limit_in_one_write_gets_a_431_problem(conn: Conne
     # in one feed and counts it. (Much larger, the rest would still be arriving when the server
     # closes, and the client's read could meet a reset before the answer.)
     padding = b"a" * (HEADER_LIMIT + 1024)
-    conn.send(b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Padding: %s\r\n\r\n" % padding)
+    conn.send(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: %s\r\n\r\n" % padding)
     reply = conn.reply()
     reply.problem(431, "headers_too_large")
     assert conn.closed_by_server()
@@ -222,7 +224,7 @@ def test_a_head_trickling_past_its_timeout_gets_a_408_problem(
             job = submit(client, sim_inference("a.jpg", sim_seconds=2.5))
         polling = Connection(server)
         connections.append(polling)
-        poll = f"GET /v1/jobs/{job['id']} HTTP/1.1\r\nHost: test\r\nPrefer: wait=10\r\n\r\n"
+        poll = f"GET /v1/jobs/{job['id']} HTTP/1.1\r\nHost: localhost\r\nPrefer: wait=10\r\n\r\n"
         polling.send(poll.encode() + b"GET /healthz HTTP/1.1\r\nHost: te")
         answer = polling.reply()
         assert answer.status == 200
@@ -236,7 +238,7 @@ def test_a_head_trickling_past_its_timeout_gets_a_408_problem(
 
 @pytest.mark.acceptance
 def test_an_unsupported_transfer_coding_gets_a_501_problem(conn: Connection) -> None:
-    conn.send(b"POST /v1/jobs HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: gzip\r\n\r\n")
+    conn.send(b"POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip\r\n\r\n")
     reply = conn.reply()
     reply.problem(501, "not_implemented")
     assert reply.headers["connection"] == "close"
@@ -247,16 +249,16 @@ def test_pipelined_requests_past_the_header_limit_together_are_each_answered(
     conn: Connection,
 ) -> None:
     # Each head is under the limit, the three together over it: the bound is per request.
-    padded = b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Padding: %s\r\n\r\n"
+    padded = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: %s\r\n\r\n"
     conn.send(b"".join(padded % (b"a" * (HEADER_LIMIT // 2)) for _ in range(3)))
     assert [conn.reply().status for _ in range(3)] == [200, 200, 200]
 
 
 @pytest.mark.acceptance
 def test_head_answers_like_get_without_a_body(conn: Connection) -> None:
-    conn.send(b"GET /v1/jobs HTTP/1.1\r\nHost: test\r\n\r\n")
+    conn.send(b"GET /v1/jobs HTTP/1.1\r\nHost: localhost\r\n\r\n")
     get = conn.reply()
-    conn.send(b"HEAD /v1/jobs HTTP/1.1\r\nHost: test\r\n\r\n")
+    conn.send(b"HEAD /v1/jobs HTTP/1.1\r\nHost: localhost\r\n\r\n")
     head = conn.reply(head=True)
     assert head.status == get.status == 200
     assert head.headers.keys() == get.headers.keys()
@@ -270,7 +272,9 @@ def test_head_on_an_event_stream_ends_with_the_headers(server: Server, conn: Con
     with server.client() as client:
         job = submit(client, sim_inference("a.jpg", sim_seconds=60))
         try:
-            conn.send(f"HEAD /v1/jobs/{job['id']}/events HTTP/1.1\r\nHost: test\r\n\r\n".encode())
+            conn.send(
+                f"HEAD /v1/jobs/{job['id']}/events HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+            )
             head = conn.reply(head=True)
             assert head.status == 200
             assert head.headers["content-type"].startswith("text/event-stream")

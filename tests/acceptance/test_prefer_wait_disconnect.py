@@ -21,7 +21,7 @@ def test_a_client_that_leaves_mid_wait_leaves_the_job_running(
         b'{"kind": "inference", "model": "sim", "inputs": ["a.jpg"], "params": {"sim_seconds": 1}}'
     )
     request = (
-        b"POST /v1/jobs HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        b"POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         b"Prefer: wait=30\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
     )
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:

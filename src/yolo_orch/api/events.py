@@ -12,6 +12,7 @@ from fastapi import APIRouter, Header
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from yolo_orch.api.connections import SHED_EXTENSION
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.schemas import JobPublic
 from yolo_orch.errors import JobNotFound
@@ -78,8 +79,9 @@ class EndStreamsOnStop:
     """An event stream (a `text/event-stream` response: a job's events, /v1/events) ends when
     the server stops (`StopSignal`): its route is cancelled between two events, never within
     one, and the response is finished, so the client sees the stream close after whole events
-    rather than a connection reset once uvicorn's graceful-shutdown timeout cancels it. Other
-    responses are left alone: a held `Prefer: wait` is answered by the service itself."""
+    rather than a connection reset once uvicorn's graceful-shutdown timeout cancels it. So does
+    a stream whose connection is shed for a new one (`api.connections`). Other responses are
+    left alone: a held `Prefer: wait` is answered by the service itself."""
 
     def __init__(self, app: ASGIApp, *, stopped: Callable[[], StopSignal]) -> None:
         """`stopped`: the running server's signal (made anew by each start of the lifespan)."""
@@ -100,6 +102,9 @@ class EndStreamsOnStop:
                     if message["type"] == "http.response.start" and _is_event_stream(message):
                         streaming = True
                         interruptible.enter_context(self._stopped().interrupting(route))
+                        shed = scope.get("extensions", {}).get(SHED_EXTENSION)
+                        if shed is not None:  # its connection's place may be taken
+                            interruptible.enter_context(shed.interrupting(route))
                     await send(message)
                     return
                 if message["type"] == "http.response.body" and not message.get("more_body"):

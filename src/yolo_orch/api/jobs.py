@@ -75,7 +75,7 @@ async def get_job(
 ) -> JobPublic:
     if wait is None:
         return JobPublic.of(await jobs.get(job_id))
-    job = await jobs.wait_until_finished(job_id, wait)  # unknown job: 404 at once
+    job = await wait.until_finished(jobs, job_id)  # unknown job: 404 at once
     mark_applied(response, wait)
     return JobPublic.of(job)
 

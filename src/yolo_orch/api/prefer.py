@@ -6,11 +6,16 @@ capped by `max_wait_s`."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Header, Response
+from fastapi import Depends, Header, Request, Response
+from starlette.types import Scope
 
+from yolo_orch.api.connections import released_if_shed
 from yolo_orch.api.deps import ServicesDep
+from yolo_orch.domain import Job
+from yolo_orch.service import JobService
 
 PREFER_DESCRIPTION = (
     "`wait=N` (RFC 7240): hold the answer up to N seconds (at most `max_wait_s`) until the job "
@@ -36,17 +41,35 @@ def wait_seconds(header: str | None, max_wait_s: float) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class Wait:
+    """A wait a request asked for."""
+
+    seconds: float
+    scope: Scope
+    """The request's: its connection may be shed while it waits."""
+
+    async def until_finished(self, jobs: JobService, job_id: str) -> Job:
+        """The job once it ends, or as it is after the wait, or once the server stops or the
+        request's connection is shed (`api.connections`)."""
+        with released_if_shed(self.scope):
+            return await jobs.wait_until_finished(job_id, self.seconds)
+        return await jobs.get(job_id)
+
+
 async def _requested_wait(
     services: ServicesDep,
+    request: Request,
     prefer: Annotated[
         list[str] | None, Header(alias="Prefer", description=PREFER_DESCRIPTION)
     ] = None,
-) -> float | None:
+) -> Wait | None:
     # Several Prefer fields are one list, as if joined by commas (RFC 7240 section 2).
-    return wait_seconds(",".join(prefer or ()), services.settings.max_wait_s)
+    seconds = wait_seconds(",".join(prefer or ()), services.settings.max_wait_s)
+    return None if seconds is None else Wait(seconds, request.scope)
 
 
-RequestedWait = Annotated[float | None, Depends(_requested_wait)]
+RequestedWait = Annotated[Wait | None, Depends(_requested_wait)]
 
 
 PREFERENCE_APPLIED: dict[str, object] = {
@@ -56,5 +79,5 @@ PREFERENCE_APPLIED: dict[str, object] = {
 """The response header, as the OpenAPI document declares it."""
 
 
-def mark_applied(response: Response, seconds: float) -> None:
-    response.headers["Preference-Applied"] = f"wait={seconds:g}"
+def mark_applied(response: Response, wait: Wait) -> None:
+    response.headers["Preference-Applied"] = f"wait={wait.seconds:g}"

@@ -11,11 +11,21 @@ from typing import Any, cast
 
 import httptools
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn._types import ASGI3Application
 from uvicorn.config import Config
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
-from yolo_orch.api.problems import PROBLEM_MEDIA_TYPE, problem_body
+from yolo_orch.api.connections import (
+    PENDING_HEAD_TIMEOUT_S,
+    PROBE_PATHS,
+    QUIET_S,
+    SHED_EXTENSION,
+    Admission,
+    ConnectionBook,
+)
+from yolo_orch.api.problems import PROBLEM_MEDIA_TYPE, problem_body, problem_response
+from yolo_orch.stop_signal import StopSignal
 
 
 class HeadAsGet:
@@ -89,10 +99,12 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
     line and headers over `max_head_bytes` with a 431 (httptools sets no bound of its own), and
     a head that has not ended `head_timeout_s` after the connection opened or the request began
     with a 408 (uvicorn has no such timeout: a client trickling a head would hold its
-    connection for ever); each then closes the connection as uvicorn does."""
+    connection for ever); each then closes the connection as uvicorn does. With a `book`, the
+    connection counts against the server's cap on connections (`api.connections`)."""
 
     max_head_bytes = DEFAULT_MAX_HEAD
     head_timeout_s = DEFAULT_HEAD_TIMEOUT_S
+    book: ConnectionBook | None = None
 
     def __init__(
         self,
@@ -111,15 +123,66 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         self._head_too_large = False
         self._completed_in_feed = False
         self._head_timer: asyncio.TimerHandle | None = None
+        self._admission = Admission.ADMITTED
+        self._last_data = 0.0
+        self._shed = StopSignal()
+        """The current request's: set when its connection is shed while it holds its answer."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         coalescing = cast(asyncio.Transport, _CoalescingTransport(transport, self.loop))
         super().connection_made(coalescing)
+        self._last_data = self.loop.time()
+        if self.book is not None:
+            self._admission = self.book.admit(self)
+            if self._admission is Admission.REFUSED:
+                self._send_problem(503, "too_many_connections", _FULL, _RETRY_AFTER)
+                return
         self._time_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_timer()
+        if self.book is not None:
+            self.book.closed(self, self._admission)
         super().connection_lost(exc)
+
+    def sheddable(self, now: float, pressed: bool) -> bool:
+        if self.transport.is_closing():
+            return False
+        quiet = now - self._last_data >= QUIET_S
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            if self.pipeline:
+                return False
+            # Between requests; or a head on its way, or a new connection: those get a moment,
+            # unless places are pressed for.
+            return pressed or quiet or (cycle is not None and not self._head_open)
+        if self._shed.holding:
+            return True  # a wait or a stream: it only waits for the server
+        return cycle.more_body and quiet
+
+    def shed(self) -> None:
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and self._shed.holding:
+            cycle.keep_alive = False  # answered as things are, then closed
+            self._shed.set()
+        else:
+            self.transport.close()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        if self._admission is Admission.PENDING and self.book is not None:
+            if self.book.settle(self):
+                self._admission = Admission.ADMITTED
+            else:
+                self._admission = Admission.REFUSED
+                cycle.keep_alive = False
+                if cycle.scope["path"] not in PROBE_PATHS:
+                    app = cast(ASGI3Application, _too_many_connections)
+        super()._start_asgi_task(cycle, app)
+
+    def on_response_complete(self) -> None:
+        if self.book is not None:
+            self.book.touch(self)
+        super().on_response_complete()
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -137,6 +200,10 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_open = False
         self._stop_head_timer()
+        self._shed = StopSignal()
+        extensions: dict[str, Any] = {**self.scope.get("extensions", {})}
+        extensions[SHED_EXTENSION] = self._shed
+        self.scope["extensions"] = extensions
         super().on_headers_complete()
 
     def _count_parsed(self, size: int) -> None:
@@ -147,7 +214,12 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
 
     def _time_head(self) -> None:
         self._stop_head_timer()
-        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+        self._head_timer = self.loop.call_later(self._head_timeout_s(), self._head_timed_out)
+
+    def _head_timeout_s(self) -> float:
+        if self._admission is Admission.PENDING:  # past the cap: no time to waste
+            return min(self.head_timeout_s, PENDING_HEAD_TIMEOUT_S)
+        return self.head_timeout_s
 
     def _stop_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -163,7 +235,7 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
             # then): its time starts again, the answer being sent is not cut off.
             self._time_head()
             return
-        detail = f"the request line and headers did not arrive within {self.head_timeout_s:g} s"
+        detail = f"the request line and headers did not arrive within {self._head_timeout_s():g} s"
         self._send_problem(408, "request_timeout", detail)
 
     def on_message_complete(self) -> None:
@@ -171,6 +243,9 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def data_received(self, data: bytes) -> None:
+        self._last_data = self.loop.time()
+        if self.book is not None:
+            self.book.touch(self)
         self._completed_in_feed = False
         super().data_received(data)
         # A head still open after a feed in which no message ended began with this feed or
@@ -201,10 +276,13 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
             detail = f"the request is not valid HTTP/1.1: {reason}"
             self._send_problem(400, "invalid_http", detail)
 
-    def _send_problem(self, status: int, code: str, detail: str) -> None:
+    def _send_problem(
+        self, status: int, code: str, detail: str, extra: tuple[bytes, ...] = ()
+    ) -> None:
         body = json.dumps(problem_body(status, code, detail), separators=(",", ":")).encode()
         head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode()]
         head += [name + b": " + value for name, value in self.server_state.default_headers]
+        head += extra
         head += [
             b"content-type: " + PROBLEM_MEDIA_TYPE.encode(),
             b"content-length: " + str(len(body)).encode(),
@@ -214,10 +292,22 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
+_FULL = "the server has as many connections open as it allows: try again shortly"
+_RETRY_AFTER = (b"retry-after: 1",)
+
+
+async def _too_many_connections(scope: Scope, receive: Receive, send: Send) -> None:
+    """The answer to anything but a probe on a connection let in on probation."""
+    response = problem_response(503, "too_many_connections", _FULL, headers={"Retry-After": "1"})
+    await response(scope, receive, send)
+
+
 def problem_http_protocol(
-    max_head_bytes: int, head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S
+    max_head_bytes: int,
+    head_timeout_s: float = DEFAULT_HEAD_TIMEOUT_S,
+    book: ConnectionBook | None = None,
 ) -> type[ProblemHttpToolsProtocol]:
     """The protocol class for uvicorn's `http` setting, bounding heads at `max_head_bytes` and
-    `head_timeout_s`."""
-    bounds = {"max_head_bytes": max_head_bytes, "head_timeout_s": head_timeout_s}
+    `head_timeout_s`, and counting connections in `book`."""
+    bounds = {"max_head_bytes": max_head_bytes, "head_timeout_s": head_timeout_s, "book": book}
     return type("ProblemHttpToolsProtocol", (ProblemHttpToolsProtocol,), bounds)

@@ -17,7 +17,7 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from yolo_orch.api.deps import DiskSpace, Services, ServicesDep
-from yolo_orch.api.prefer import PREFERENCE_APPLIED, RequestedWait, mark_applied
+from yolo_orch.api.prefer import PREFERENCE_APPLIED, RequestedWait, Wait, mark_applied
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.schemas import (
     InferenceJobCreate,
@@ -103,7 +103,7 @@ async def _submit(services: Services, new: NewJob) -> tuple[Job, bool]:
 
 
 async def _accepted(
-    services: Services, job: Job, created: bool, response: Response, wait: float | None
+    services: Services, job: Job, created: bool, response: Response, wait: Wait | None
 ) -> JobPublic:
     """202 with the queued job; with `Prefer: wait`, 200 with the job if it ends in time. The job
     was committed before any waiting: a client that goes away meanwhile leaves it to run."""
@@ -111,7 +111,7 @@ async def _accepted(
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     if wait is not None:
-        job = await services.jobs.wait_until_finished(job.id, wait)
+        job = await wait.until_finished(services.jobs, job.id)
         if job.state.is_terminal:
             response.status_code = status.HTTP_200_OK
             mark_applied(response, wait)

@@ -1,0 +1,184 @@
+"""Connections as a bounded resource, on a real `serve` and real sockets: a flood past the
+process's open-files limit, held waits giving their places to new clients, a stalled body, and
+the probes answered when no place can be freed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.acceptance.conftest import (
+    ServerFactory,
+    sim_inference,
+    submit,
+    wait_for,
+    wait_terminal,
+)
+from tests.acceptance.test_http_edges import HEALTHZ, Connection, post_head
+
+pytestmark = pytest.mark.acceptance
+
+FD_SOFT, FD_HARD = 256, 512
+"""The server starts with these open-files limits (prlimit) and raises the soft one."""
+FLOOD = 4 * FD_HARD
+
+
+def _wait_request(job_id: str) -> bytes:
+    return f"GET /v1/jobs/{job_id} HTTP/1.1\r\nHost: localhost\r\nPrefer: wait=30\r\n\r\n".encode()
+
+
+@contextlib.contextmanager
+def _sockets(port: int, count: int) -> Iterator[list[socket.socket]]:
+    opened: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            with contextlib.suppress(OSError):  # the backlog may be full for a moment
+                opened.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        yield opened
+    finally:
+        for sock in opened:
+            sock.close()
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closed it (after a 503, or at once)."""
+    sock.settimeout(0.05)
+    try:
+        while sock.recv(1 << 16):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:
+        return True  # reset
+    return True
+
+
+def test_a_flood_past_the_open_files_limit_leaves_the_server_serving(
+    server_factory: ServerFactory,
+) -> None:
+    server = server_factory(wrap=["prlimit", f"--nofile={FD_SOFT}:{FD_HARD}", "--"])
+    server.start()
+    assert f"open files: limit {FD_HARD} (hard limit {FD_HARD})" in server.stderr()
+    with server.client() as client, _sockets(server.port, FLOOD) as flood:
+        job = submit(client, sim_inference("during-flood", sim_seconds=1, sim_steps=10))
+        time.sleep(1.2)  # the flood's silent connections may now give their places up
+        for _ in range(10):
+            assert client.get("/healthz", headers={"Connection": "close"}).status_code == 200
+        assert wait_terminal(client, job["id"], 30)["state"] == "succeeded"
+        closed = sum(_closed_by_server(sock) for sock in flood)
+    assert closed >= FLOOD - FD_HARD  # the server kept under its limit by closing the rest
+    log = server.stderr()
+    assert "Too many open files" not in log
+    assert "could not fsync" not in log
+
+
+def test_held_waits_give_their_places_to_new_clients(server_factory: ServerFactory) -> None:
+    server = server_factory(max_connections=4)
+    server.start()
+    with server.client() as client:
+        job = submit(client, sim_inference("long", sim_seconds=30, sim_steps=30))
+    waits = [Connection(server) for _ in range(4)]
+    try:
+        for wait in waits:
+            wait.send(_wait_request(job["id"]))
+            time.sleep(0.05)  # in order: the first is the quietest
+        time.sleep(0.3)
+        with server.client() as client:  # a fifth client takes the first wait's place
+            assert client.get(f"/v1/jobs/{job['id']}").status_code == 200
+        reply = waits[0].reply()
+        assert reply.status == 200
+        assert reply.headers["connection"] == "close"
+        assert json.loads(reply.body)["state"] in {"queued", "running"}  # the job as it is
+        assert waits[0].closed_by_server()
+        for held in waits[2:]:  # the client's own connection took one place more, at most
+            held._sock.settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                held.reply()
+    finally:
+        for wait in waits:
+            wait.close()
+
+
+def _files(root: Path) -> set[Path]:
+    return {
+        path
+        for path in root.rglob("*")
+        if path.is_file() and not path.name.startswith("yolo-orch.") and path.suffix != ".log"
+    }
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        post_head(5000),
+        (
+            b"POST /v1/models HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n"
+            b"Content-Type: multipart/form-data; boundary=b\r\n\r\n--b\r\nContent-Disposition: "
+            b'form-data; name="file"; filename="w.pt"\r\n\r\n'
+        ),
+    ],
+    ids=["json", "upload"],
+)
+def test_a_stalled_body_gets_408_and_nothing_it_sent_is_kept(
+    server_factory: ServerFactory, head: bytes
+) -> None:
+    server = server_factory(body_idle_timeout_s=1)
+    server.start()
+    before = _files(server.data_dir)
+    conn = Connection(server)
+    try:
+        conn.send(head + b"abc")
+        started = time.monotonic()
+        reply = conn.reply()
+        waited = time.monotonic() - started
+        reply.problem(408, "request_timeout")
+        assert reply.headers["connection"] == "close"
+        assert 0.9 < waited < 10
+        assert conn.closed_by_server()
+    finally:
+        conn.close()
+    assert _files(server.data_dir) == before
+
+
+def test_past_the_cap_with_nothing_to_shed_only_the_probes_answer(
+    server_factory: ServerFactory,
+) -> None:
+    server = server_factory(max_connections=1)
+    server.start()
+    busy = Connection(server)  # a body that keeps arriving: never shed
+    stop = threading.Event()
+
+    def trickle() -> None:
+        busy.send(post_head(1 << 20))
+        while not stop.wait(0.1):
+            with contextlib.suppress(OSError):
+                busy.send(b" ")
+
+    feeder = threading.Thread(target=trickle)
+    feeder.start()
+    try:
+        time.sleep(0.3)
+        refused = Connection(server)
+        refused.send(b"GET /v1/jobs HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        reply = refused.reply()
+        reply.problem(503, "too_many_connections")
+        assert reply.headers["retry-after"] == "1"
+        refused.close()
+        probe = Connection(server)
+        probe.send(HEALTHZ)
+        assert probe.reply().status == 200
+        assert probe.closed_by_server()  # its place was lent for the probe alone
+        probe.close()
+    finally:
+        stop.set()
+        feeder.join()
+        busy.close()
+    with server.client() as client:  # the place is free again
+        wait_for(lambda: client.get("/v1/jobs").status_code == 200, 5, "a place")
