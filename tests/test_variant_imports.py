@@ -5,14 +5,16 @@ read, or whose input is not what its metadata says, is refused at import, not at
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 import zipfile
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from tests.conftest import serve
 from tests.test_api import assert_problem
@@ -454,18 +456,24 @@ def test_metadata_at_the_edges_of_the_bounds_is_accepted(tmp_path: Path) -> None
 
 
 @pytest.fixture
-async def api(
+async def api_app(
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
     settings_factory: Callable[..., Settings],
-) -> AsyncIterator[httpx.AsyncClient]:
+) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
     ensure_ultralytics(tmp_path_factory.getbasetemp())
     build_checkpoint(tmp_path / "weights" / "tiny.pt")  # classes red, green, blue
     settings = settings_factory(runtime="auto", database_url="", model_roots=[tmp_path / "weights"])
-    async with serve(create_app(settings)) as client:
+    app = create_app(settings)
+    async with serve(app) as client:
         imported = await client.post("/v1/models", json={"path": "tiny.pt"})
         assert imported.status_code == 201, imported.text
-        yield client
+        yield app, client
+
+
+@pytest.fixture
+def api(api_app: tuple[FastAPI, httpx.AsyncClient]) -> httpx.AsyncClient:
+    return api_app[1]
 
 
 async def test_a_junk_openvino_upload_is_refused_and_nothing_is_stored(
@@ -582,3 +590,44 @@ async def test_a_folder_with_another_file_or_over_the_upload_bound_is_refused_be
         assert "max_upload_bytes" in assert_problem(response, 422, "invalid_variant")["detail"]
     assert copies == []
     assert (await api.get("/v1/models/tiny")).json()["variants"] == []
+
+
+async def test_imports_beyond_max_concurrent_imports_are_refused_before_their_body_is_read(
+    api_app: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, api = api_app
+    release = asyncio.Event()
+    boundary = "b0undary"
+
+    async def slow_upload() -> AsyncIterator[bytes]:
+        yield (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="m.onnx"\r\n'
+            "\r\n"
+        ).encode()
+        await release.wait()
+        yield f"not a model\r\n--{boundary}--\r\n".encode()
+
+    def upload() -> Awaitable[httpx.Response]:
+        return api.post(
+            "/v1/models/tiny/variants",
+            content=slow_upload(),
+            headers={"content-type": f"multipart/form-data; boundary={boundary}"},
+        )
+
+    slots = app.state.services.models.imports
+    holding = [asyncio.create_task(upload()) for _ in range(2)]  # the default bound: 2
+    while slots.active < 2:
+        await asyncio.sleep(0.01)
+
+    variant = await api.post("/v1/models/tiny/variants", json={"path": "tiny.onnx"})
+    model = await api.post("/v1/models", json={"path": "tiny.pt"})
+    release.set()
+    held = await asyncio.gather(*holding)
+    after = await api.post("/v1/models", json={"path": "tiny.pt"})
+
+    for refused in (variant, model):
+        assert "max_concurrent_imports" in assert_problem(refused, 429, "imports_busy")["detail"]
+        assert refused.headers["retry-after"] == "5"
+    assert [response.status_code for response in held] == [422, 422]  # read once let through
+    assert after.status_code == 200  # the slots are free again
+    assert slots.active == 0

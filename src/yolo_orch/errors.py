@@ -165,6 +165,21 @@ class QueueFull(YoloOrchError):
         self.retry_after_s = retry_after_s
 
 
+class ImportsBusy(YoloOrchError):
+    """As many imports (models and variants together) as `max_concurrent_imports` allows are
+    under way: each holds its file on disk and, for a variant, two models in memory."""
+
+    code = "imports_busy"
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"{limit} import(s) of models or variants are under way, as many as this server "
+            "takes at once (max_concurrent_imports); retry later"
+        )
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+
+
 class IdempotencyKeyReused(YoloOrchError):
     code = "idempotency_key_reused"
 

@@ -32,6 +32,7 @@ from yolo_orch.errors import (
     InvalidWeights,
     ModelUnusable,
 )
+from yolo_orch.import_slots import ImportSlots
 from yolo_orch.inputs import check_relative
 from yolo_orch.paths import client_path_errors, contained
 from yolo_orch.resolutions import Resolutions
@@ -70,6 +71,8 @@ class ModelRegistry:
         self._files_lock = asyncio.Lock()
         """Held while a model file is put in place or removed together with its registration."""
         self.resolutions = Resolutions()
+        self.imports = ImportSlots()
+        """Held by each import of a model or a variant (the API's routes take one)."""
         self.variants = VariantRegistry(
             store, models_dir / "variants", self._files_lock, self.resolutions, limiter=file_limiter
         )

@@ -49,6 +49,7 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.JobAlreadyFinished: 409,
     errors.ResultNotReady: 409,
     errors.QueueFull: 429,
+    errors.ImportsBusy: 429,
     errors.BodyTooLarge: 413,
     errors.UnsupportedMediaType: 415,
     errors.RangeNotSatisfiable: 416,
@@ -194,7 +195,7 @@ def error_response(exc: errors.YoloOrchError) -> JSONResponse:
     """The answer to an error: also sent by the middlewares that answer before the app runs."""
     status = next((s for cls, s in _STATUS.items() if isinstance(exc, cls)), 400)
     headers = None
-    if isinstance(exc, errors.QueueFull):
+    if isinstance(exc, errors.QueueFull | errors.ImportsBusy):
         headers = {"Retry-After": str(exc.retry_after_s)}
     elif isinstance(exc, errors.Unauthorized):
         headers = {"WWW-Authenticate": "Bearer"}

@@ -154,30 +154,34 @@ _IMPORT_BODY: dict[str, Any] = {
     responses={
         200: {"model": ModelPublic, "description": "Already registered"},
         201: {"description": "Imported", "headers": {"Location": _LOCATION}},
-        **problem_responses(403, 409, 413, 415, 422, 507),
+        **problem_responses(403, 409, 413, 415, 422, 429, 507),
     },
     openapi_extra=_IMPORT_BODY,
     dependencies=[admin_scope, DiskSpace],
 )
 async def import_model(request: Request, services: ServicesDep, response: Response) -> ModelPublic:
+    async with services.models.imports.slot(services.settings.max_concurrent_imports):
+        model, created = await _import_model(request, services)
+    if created:
+        response.headers["Location"] = f"/v1/models/{model.id}"
+    else:
+        response.status_code = status.HTTP_200_OK
+    return ModelPublic.of(model)
+
+
+async def _import_model(request: Request, services: ServicesDep) -> tuple[Model, bool]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json":
         try:
             body = ModelImportFromPath.model_validate_json(await request.body())
         except ValidationError as exc:
             raise InvalidJob(_first_error(exc), code="invalid_request") from None
-        model, created = await services.models.import_path(body.path, name=body.name)
-    elif content_type == "multipart/form-data":
-        model, created = await _import_upload(request, services)
-    else:
-        raise UnsupportedMediaType(
-            "send multipart/form-data (field `file`) or application/json (`path`)"
-        )
-    if created:
-        response.headers["Location"] = f"/v1/models/{model.id}"
-    else:
-        response.status_code = status.HTTP_200_OK
-    return ModelPublic.of(model)
+        return await services.models.import_path(body.path, name=body.name)
+    if content_type == "multipart/form-data":
+        return await _import_upload(request, services)
+    raise UnsupportedMediaType(
+        "send multipart/form-data (field `file`) or application/json (`path`)"
+    )
 
 
 @router.get("", response_model=ModelList, summary="List models, newest first")
@@ -247,7 +251,7 @@ _VARIANT_IMPORT_BODY: dict[str, Any] = {
     responses={
         200: {"model": VariantPublic, "description": "Already registered"},
         201: {"description": "Imported", "headers": {"Location": _LOCATION}},
-        **problem_responses(403, 404, 413, 415, 422, 507),
+        **problem_responses(403, 404, 413, 415, 422, 429, 507),
     },
     openapi_extra=_VARIANT_IMPORT_BODY,
     dependencies=[admin_scope, DiskSpace],
@@ -255,36 +259,42 @@ _VARIANT_IMPORT_BODY: dict[str, Any] = {
 async def import_variant(
     ref: ModelRef, request: Request, services: ServicesDep, response: Response
 ) -> VariantPublic:
+    async with services.models.imports.slot(services.settings.max_concurrent_imports):
+        variant, created = await _import_variant(ref, request, services)
+    if created:
+        response.headers["Location"] = f"/v1/models/{variant.model_id}"
+    else:
+        response.status_code = status.HTTP_200_OK
+    return VariantPublic.of(variant)
+
+
+async def _import_variant(
+    ref: str, request: Request, services: ServicesDep
+) -> tuple[Variant, bool]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json":
         try:
             body = VariantImportFromPath.model_validate_json(await request.body())
         except ValidationError as exc:
             raise InvalidJob(_first_error(exc), code="invalid_request") from None
-        variant, created = await services.models.import_variant_path(
+        return await services.models.import_variant_path(
             ref, body.path, services.settings.max_upload_bytes
         )
-    elif content_type == "multipart/form-data":
+    if content_type == "multipart/form-data":
         model = await services.models.get(ref)
         async with request.form(max_files=1, max_fields=2) as form:
             upload = form.get("file")
             if not isinstance(upload, UploadFile):
                 raise InvalidJob("the multipart body needs a `file` part", code="invalid_request")
-            variant, created = await services.models.variants.import_upload(
+            return await services.models.variants.import_upload(
                 model,
                 _chunks(upload),
                 upload.filename or "",
                 services.settings.max_upload_bytes,
             )
-    else:
-        raise UnsupportedMediaType(
-            "send multipart/form-data (field `file`) or application/json (`path`)"
-        )
-    if created:
-        response.headers["Location"] = f"/v1/models/{variant.model_id}"
-    else:
-        response.status_code = status.HTTP_200_OK
-    return VariantPublic.of(variant)
+    raise UnsupportedMediaType(
+        "send multipart/form-data (field `file`) or application/json (`path`)"
+    )
 
 
 @router.delete(
