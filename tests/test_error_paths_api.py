@@ -62,7 +62,8 @@ async def test_refused_imports_name_the_clients_files_not_the_servers(
     assert "ERROR ❌️ mine references" in by_path.json()["detail"]
     assert "ERROR ❌️ theirs references" in uploaded.json()["detail"]
     assert_problem(variant, 422, "invalid_variant")
-    assert "'linked_openvino_model/model.bin' is not a regular file" in variant.json()["detail"]
+    assert "model.bin' " in variant.json()["detail"]
+    assert "is not a regular file" in variant.json()["detail"]
     for response in (by_path, uploaded, variant):
         assert_no_server_path(response.text, tmp_path)
 

@@ -24,6 +24,7 @@ from yolo_orch.dispatcher import Dispatcher
 from yolo_orch.domain import JobKind, JobResult, NewJob
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
 from yolo_orch.jobfiles import JobFiles
+from yolo_orch.manifests import copy_tree_hashing, fingerprint_tree
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.predict import load_model
@@ -199,3 +200,19 @@ def test_a_missing_weights_file_is_named_without_its_folder(
         registry_weights(fixed_resolver({"m1": gone}), ctx)
 
     assert str(loading.value) == str(training.value) == "weights file 0123.pt is missing"
+
+
+def test_a_folder_holding_a_link_is_refused_naming_the_link_from_the_folders_parent(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "weights" / "ov_openvino_model"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "model.xml").write_text("<net/>")
+    (folder / "model.bin").symlink_to(folder / "model.xml")
+    (folder / "sub" / "linked").symlink_to(folder)
+
+    with pytest.raises(ValueError, match=r"^'ov_openvino_model/model\.bin' is not a regular file$"):
+        copy_tree_hashing(folder, tmp_path / "copy", "entry")
+    (folder / "model.bin").unlink()
+    with pytest.raises(ValueError, match=r"^'ov_openvino_model/sub/linked' is a link$"):
+        fingerprint_tree(folder)
