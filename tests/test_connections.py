@@ -55,7 +55,7 @@ def test_at_the_cap_the_quietest_sheddable_connection_gives_its_place() -> None:
     book.touch(idle_new)  # it did something: now the last to go
     later = Conn()
     assert book.admit(later) is Admission.ADMITTED
-    assert newcomer.shed_calls == 1 and idle_new.shed_calls == 0
+    assert (newcomer.shed_calls, idle_new.shed_calls) == (1, 0)
     assert book.shed_total == 2
 
 

@@ -55,16 +55,11 @@ class Server:
     stopped, killed and started again any number of times (each start logs to its own file)."""
 
     def __init__(
-        self,
-        data_dir: Path,
-        log_dir: Path,
-        name: str = "server",
-        wrap: Sequence[str] = (),
-        **settings: object,
+        self, data_dir: Path, log_dir: Path, name: str = "server", **settings: object
     ) -> None:
-        """`wrap`: a command the server runs under (`prlimit ... --`)."""
         self.data_dir = data_dir
-        self.wrap = list(wrap)
+        self.wrap: list[str] = []
+        """A command the server runs under (`prlimit ... --`)."""
         self.log_dir = log_dir
         self.name = name
         self.port = free_port()
@@ -216,7 +211,8 @@ def server_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[S
         **settings: object,
     ) -> Server:
         data = data_dir or tmp_path / f"{name}-data"
-        server = Server(data, tmp_path / "logs", name, wrap, **settings)
+        server = Server(data, tmp_path / "logs", name, **settings)
+        server.wrap = list(wrap)
         servers.append(server)
         return server
 

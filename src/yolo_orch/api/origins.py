@@ -25,11 +25,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yolo_orch.api.connections import PROBE_PATHS
-from yolo_orch.api.problems import problem_response
+from yolo_orch.api.problems import SAFE_METHODS, problem_response
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
-SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 EXPOSED_HEADERS = ["Location", "Retry-After", "Preference-Applied", "Idempotent-Replayed", "ETag"]
 """What the pages of allowed origins may read of an answer besides the CORS-safelisted headers."""
 _WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "[::]"})

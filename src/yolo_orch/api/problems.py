@@ -19,11 +19,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from yolo_orch import errors
+from yolo_orch.api.connections import PROBE_PATHS
 from yolo_orch.failures import disk_full
 
 log = logging.getLogger(__name__)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""The methods that change nothing (RFC 9110 section 9.2.1)."""
 
 _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.Unauthorized: 401,
@@ -114,7 +117,7 @@ def install_problem_openapi(app: FastAPI, needs_token: Callable[[str], bool] | N
                     routes=app.routes,
                 )
             )
-            app.openapi_schema = (
+            app.openapi_schema = _with_http_layer(
                 _without_scopes(spec) if needs_token is None else _with_bearer(spec, needs_token)
             )
         return app.openapi_schema
@@ -145,6 +148,29 @@ def _with_problems(spec: dict[str, Any]) -> dict[str, Any]:
     for unused in ("HTTPValidationError", "ValidationError"):
         if f"#/components/schemas/{unused}" not in text:
             schemas.pop(unused, None)
+    return spec
+
+
+def _with_http_layer(spec: dict[str, Any]) -> dict[str, Any]:
+    """The answers given before any route runs: a body that stalls (408), a name that is not the
+    server's (421: the probes answer any), a change asked for by another site's page (403), no
+    connection to spare (503)."""
+    problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            answers = {"503": "Service Unavailable"}
+            if "requestBody" in operation:
+                answers["408"] = "Request Timeout"
+            if path not in PROBE_PATHS:
+                answers["421"] = "Misdirected Request"
+            if method.upper() not in SAFE_METHODS:
+                answers["403"] = "Forbidden"
+            responses = operation.setdefault("responses", {})
+            for status, description in answers.items():
+                answer = {"description": description, "content": problem}
+                if status in _ERROR_HEADERS:
+                    answer["headers"] = _ERROR_HEADERS[status]
+                responses.setdefault(status, answer)
     return spec
 
 
