@@ -39,7 +39,7 @@ from yolo_orch.inputs import InputLimits
 from yolo_orch.jobfiles import JobFiles
 from yolo_orch.lock import InstanceLock
 from yolo_orch.logs import install_job_logs, remove_job_logs
-from yolo_orch.metrics import Metrics
+from yolo_orch.metrics import ConnectionCounts, Metrics
 from yolo_orch.registry import ModelRegistry
 from yolo_orch.retention import Retention, RetentionRules
 from yolo_orch.run_limits import RunLimits
@@ -66,14 +66,18 @@ def create_app(
     runtime: Runtime | None = None,
     telemetry: GpuTelemetry | None = None,
     free_space: FreeSpace = statvfs_free,
+    connections: ConnectionCounts | None = None,
 ) -> FastAPI:
     """`runtime`, `telemetry` and `free_space` replace the ones the settings would make (tests
-    pass fakes)."""
+    pass fakes); `connections`: the server's cap on client connections, for /metrics."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            app.state.services = await _start(settings, runtime, telemetry, free_space, stack)
+            services = await _start(settings, runtime, telemetry, free_space, stack)
+            if connections is not None:
+                services.metrics.count_connections(connections)
+            app.state.services = services
             yield
 
     app = FastAPI(

@@ -330,7 +330,7 @@ def _serve(settings: Settings) -> int:
         hard,
         connections.limit,
     )
-    app = create_app(settings)
+    app = create_app(settings, connections=connections)
     server = DrainingServer(app, settings, connections)
     server.run()
     services: Services | None = getattr(app.state, "services", None)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from yolo_orch.admission import Lane, Lanes
@@ -26,6 +27,17 @@ _GPU_GAUGES = (
 _BATCH_JOBS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)
 _BATCH_WAIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 10)
 _DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
+
+
+class ConnectionCounts(Protocol):
+    """What the server's cap on client connections counts (`api.connections.ConnectionBook`)."""
+
+    limit: int
+    shed_total: int
+    refused_total: int
+
+    @property
+    def open_count(self) -> int: ...
 
 
 class Metrics:
@@ -100,6 +112,9 @@ class Metrics:
         self._batches: dict[str, LaneBatches] = {}
         self.registry.register(_ModelCache(runtime))
 
+    def count_connections(self, connections: ConnectionCounts) -> None:
+        self.registry.register(_Connections(connections))
+
     def batch_ran(self, lane: str, jobs: int, wait_s: float) -> None:
         self._batch_jobs.labels(lane=lane).observe(jobs)
         self._batch_wait.labels(lane=lane).observe(wait_s)
@@ -161,4 +176,31 @@ class _ModelCache(Collector):
             "yolo_orch_images_decoded_ahead",
             "Uploaded images whose job found them decoded while it waited (decode_ahead_mb).",
             self._runtime.decoded_ahead(),
+        )
+
+
+class _Connections(Collector):
+    def __init__(self, connections: ConnectionCounts) -> None:
+        self._connections = connections
+
+    def collect(self) -> Iterable[Metric]:
+        book = self._connections
+        yield GaugeMetricFamily(
+            "yolo_orch_connections", "Client connections open now.", book.open_count
+        )
+        yield GaugeMetricFamily(
+            "yolo_orch_connections_limit",
+            "Client connections allowed (max_connections).",
+            book.limit,
+        )
+        yield CounterMetricFamily(
+            "yolo_orch_connections_shed",
+            "Connections closed at the cap to make room: idle, silent, stalled, or held waits "
+            "and streams answered early.",
+            book.shed_total,
+        )
+        yield CounterMetricFamily(
+            "yolo_orch_connections_refused",
+            "Connections answered 503 too_many_connections: none could make room.",
+            book.refused_total,
         )

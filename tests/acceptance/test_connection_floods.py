@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -97,6 +98,12 @@ def test_held_waits_give_their_places_to_new_clients(server_factory: ServerFacto
         assert reply.headers["connection"] == "close"
         assert json.loads(reply.body)["state"] in {"queued", "running"}  # the job as it is
         assert waits[0].closed_by_server()
+        with server.client() as client:
+            metrics = client.get("/metrics").text
+        assert "yolo_orch_connections_limit 4.0" in metrics
+        shed = re.search(r"^yolo_orch_connections_shed_total (\S+)$", metrics, re.MULTILINE)
+        assert shed is not None
+        assert float(shed[1]) >= 1
         for held in waits[2:]:  # the client's own connection took one place more, at most
             held._sock.settimeout(0.2)
             with pytest.raises(TimeoutError):
