@@ -40,7 +40,8 @@ COPY --from=build /opt/yolo-orch/.venv /opt/yolo-orch/.venv
 
 # Listening on every interface: the server refuses to serve a non-loopback address without API
 # tokens (see config.example.toml) unless allow_unauthenticated = true. Mount a config file with
-# the tokens and name it: -e YOLO_ORCH_CONFIG=/etc/yolo-orch/config.toml.
+# the tokens and name it: -e YOLO_ORCH_CONFIG=/etc/yolo-orch/config.toml. Name there, or in
+# YOLO_ORCH_ALLOWED_HOSTS, the names and addresses clients reach it by: others get 421.
 ENV PATH=/opt/yolo-orch/.venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     HOME=/var/lib/yolo-orch \
