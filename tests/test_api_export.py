@@ -120,8 +120,8 @@ async def test_onnx_openvino_and_torchscript_exports_become_variants_that_load_a
 
         assert job["state"] == "succeeded", job["error"]
         assert job["progress"] == {
-            "done": 4,
-            "total": 4,
+            "done": 5,
+            "total": 5,
             "unit": "stages",
             "detail": {"format": export_format},
         }

@@ -71,7 +71,7 @@ def test_an_export_registers_its_files_with_their_manifest_and_lineage(
     assert (files.lineage.source_sha256, files.lineage.imgsz) == (weights.sha256, 64)
     assert (files.job_id, files.source) == ("job-1", "export:job-1")
     stages = [p.detail.get("stage") for p in recorder.progress if p.detail]
-    assert stages == ["load", "export", "fingerprint", "register", None]
+    assert stages == ["load", "export", "check", "fingerprint", "register", None]
     assert not (tmp_path / "job" / "export").exists()  # the registry has its own copy
 
 

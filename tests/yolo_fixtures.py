@@ -68,11 +68,21 @@ KEYPOINT_NAMES = tuple(f"point{i}" for i in range(17))
 
 
 def build_task_checkpoint(
-    path: Path, task: str, class_names: tuple[str, ...] = CLASS_NAMES, seed: int = 0
+    path: Path,
+    task: str,
+    class_names: tuple[str, ...] = CLASS_NAMES,
+    seed: int = 0,
+    *,
+    lively: bool = False,
 ) -> Path:
     """Write an untrained checkpoint of `task` (`TASK_CONFIGS`; `rtdetr` builds an RT-DETR), its
     weights drawn from `seed`, whose class heads favour class 0 so that every image yields class-0
-    results (and a segment model's masks fill their boxes)."""
+    results (and a segment model's masks fill their boxes).
+
+    `lively`: convolutions drawn with a variance-keeping init (Kaiming, fan-in). torch's default
+    init shrinks activations layer by layer until the head sees almost nothing: every seed then
+    gives the same raw outputs (within 3e-5 px), and so the variant check could not tell two
+    such models apart; lively ones differ (by 0.5 and more, relative)."""
     import torch
     from ultralytics.models import YOLO
     from ultralytics.nn import tasks
@@ -91,6 +101,9 @@ def build_task_checkpoint(
     with torch.random.fork_rng():  # the same weights every run, the process's RNG untouched
         torch.manual_seed(seed)
         net: Any = models[task](config, nc=len(class_names), verbose=False)
+        for module in net.modules() if lively else ():
+            if isinstance(module, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
     net.names = dict(enumerate(class_names))
     net.task = "detect" if task == "rtdetr" else task
     head = net.model[-1]

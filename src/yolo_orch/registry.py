@@ -39,7 +39,7 @@ from yolo_orch.resolutions import Resolutions
 from yolo_orch.shown_paths import ShownPaths
 from yolo_orch.store.base import ModelStore
 from yolo_orch.variant_imports import importable_format
-from yolo_orch.variant_registry import VariantRegistry
+from yolo_orch.variant_registry import CheckImport, VariantRegistry, check_on_cpu
 from yolo_orch.variants import UNIMPORTABLE_SUFFIXES, ExportFormat, Variant
 from yolo_orch.weights import CheckpointInfo, ResolvedWeights
 
@@ -58,10 +58,13 @@ class ModelRegistry:
         class_name_limits: ClassNameLimits = DEFAULT_CLASS_NAME_LIMITS,
         *,
         file_limiter: anyio.CapacityLimiter | None = None,
+        check_variant: CheckImport | None = None,
     ) -> None:
         """`file_limiter`: the threads for the file work of requests (imports, deletes); None:
         anyio's default pool. A training job's own import (`register_file`) uses the default
-        pool, so a busy API never holds up the end of a job."""
+        pool, so a busy API never holds up the end of a job. `check_variant`: whether an
+        imported variant reproduces its model (default: run both on the CPU, ultralytics set up
+        in `{models_dir}/../ultralytics`, the app's folder for it)."""
         self._store = store
         self._dir = models_dir
         self._roots = [Path(os.path.realpath(root)) for root in model_roots]
@@ -74,7 +77,13 @@ class ModelRegistry:
         self.imports = ImportSlots()
         """Held by each import of a model or a variant (the API's routes take one)."""
         self.variants = VariantRegistry(
-            store, models_dir / "variants", self._files_lock, self.resolutions, limiter=file_limiter
+            store,
+            models_dir / "variants",
+            self._files_lock,
+            self.resolutions,
+            weights_of=self._weights_of,
+            check=check_variant or check_on_cpu(models_dir.parent / "ultralytics"),
+            limiter=file_limiter,
         )
 
     async def import_stream(

@@ -25,6 +25,7 @@ from yolo_orch.manifests import Manifest, copy_tree_hashing, fingerprint_tree, r
 from yolo_orch.resolutions import Resolutions
 from yolo_orch.store.base import ModelStore
 from yolo_orch.variant_imports import (
+    ExportedMetadata,
     check_openvino_folder,
     check_source,
     describe,
@@ -33,9 +34,29 @@ from yolo_orch.variant_imports import (
     unpack_openvino_zip,
 )
 from yolo_orch.variants import ExportFormat, Lineage, NewVariant, Variant
+from yolo_orch.weights import ResolvedWeights
 
 T = TypeVar("T")
 Args = TypeVarTuple("Args")
+
+
+CheckImport = Callable[[ResolvedWeights, Path, ExportFormat, ExportedMetadata], None]
+"""Raises `InvalidJob` (`variant_mismatch`) when the staged file or folder (of this format and
+metadata) does not reproduce the `.pt`. Blocking."""
+
+
+def check_on_cpu(config_dir: Path) -> CheckImport:
+    """The import check (`runners.variant_check.check_imported`), with ultralytics configured
+    in `config_dir` if nothing did it before; torch loads with the first import checked."""
+
+    def check(
+        weights: ResolvedWeights, entry: Path, export_format: ExportFormat, meta: ExportedMetadata
+    ) -> None:
+        from yolo_orch.runners.variant_check import check_imported
+
+        check_imported(weights, entry, export_format, meta, config_dir)
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -58,11 +79,16 @@ class VariantRegistry:
         files_lock: asyncio.Lock,
         resolutions: Resolutions,
         *,
+        weights_of: Callable[[Model], ResolvedWeights],
+        check: CheckImport,
         limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
-        """`limiter`: the threads for the file work of imports (None: anyio's default pool);
-        an export job's registration uses the default pool, as a training's model does."""
+        """`weights_of`: a model's `.pt`, which an imported variant must reproduce (`check`).
+        `limiter`: the threads for the file work of imports (None: anyio's default pool); an
+        export job's registration uses the default pool, as a training's model does."""
         self._store = store
+        self._weights_of = weights_of
+        self._check = check
         self._dir = variants_dir
         self._files_lock = files_lock
         """The model registry's: held while folders and their records change together."""
@@ -189,9 +215,11 @@ class VariantRegistry:
                 f"with classes {_preview(model.class_names)}",
                 code="variant_mismatch",
             )
+        weights = self._weights_of(model)
+        await self._in_thread(self._check, weights, entry, export_format, meta)
         manifest = await self._in_thread(fingerprint_tree, staged)
         lineage = Lineage(
-            source_sha256="",
+            source_sha256=weights.sha256,
             imgsz=meta.imgsz,
             half=meta.half,
             int8=meta.int8,

@@ -45,6 +45,14 @@ UNIMPORTABLE_SUFFIXES = {
     ".plan": ExportFormat.ENGINE,
 }
 
+REPRODUCTION_TOLERANCES = {"fp32": 1e-2, "half": 5e-2, "int8": 2e-1}
+"""How far a variant's raw outputs may be from its `.pt`'s on the import check's probe
+(`runners.variant_check`: the largest RMS difference of a channel relative to the `.pt`'s RMS
+there), by the variant's precision. Measured on the CPU with untrained yolo11n models whose
+activations do not vanish, at imgsz 64: FP32 ONNX and OpenVINO (compiled f32) under 1e-6; FP16
+under 1e-3 (OpenVINO in the CPU's bfloat16: 5e-3); INT8 OpenVINO 3e-3; a variant of the same
+architecture with other weights 0.5 to 3.4. TensorRT's TF32 and trained models' INT8 sit
+further out: the bounds leave them room and stay below other weights."""
 INT8_FORMATS = frozenset({ExportFormat.OPENVINO, ExportFormat.ENGINE})
 SIMPLIFY_FORMATS = frozenset({ExportFormat.ONNX, ExportFormat.ENGINE})
 """Formats built through an ONNX graph that onnxslim can simplify."""
@@ -55,7 +63,8 @@ class Lineage:
     """What a variant was built from and for."""
 
     source_sha256: str
-    """The `.pt` it was exported from (empty when imported without one)."""
+    """The `.pt` it was exported from, or (imported) the one it reproduced at import; empty
+    for a variant imported before imports were checked."""
     imgsz: int
     half: bool
     int8: bool
@@ -211,6 +220,11 @@ def variant_for(
             code="format_not_available",
         )
     return picked
+
+
+def reproduction_tolerance(*, half: bool, int8: bool) -> float:
+    """`REPRODUCTION_TOLERANCES` for a variant of this precision."""
+    return REPRODUCTION_TOLERANCES["int8" if int8 else "half" if half else "fp32"]
 
 
 def _fastest_first(variants: Iterable[Variant]) -> list[Variant]:

@@ -71,7 +71,10 @@ class ModelList(BaseModel):
 
 
 class LineagePublic(BaseModel):
-    source_sha256: str = Field(description="The .pt it was exported from; empty when imported.")
+    source_sha256: str = Field(
+        description="The .pt it was exported from, or (imported) the .pt it was run beside and "
+        "reproduced at import; empty for variants imported before that check."
+    )
     imgsz: int
     half: bool
     int8: bool

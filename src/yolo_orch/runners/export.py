@@ -3,8 +3,11 @@ a variant of that model. Training jobs that ask for `params.export` use the same
 
 Stages, each reported as progress and each a cancel point: `load` (check the packages, verify the
 `.pt` fingerprint, load it), `export` (ultralytics' exporter, its log lines in the job's log),
-`fingerprint` (a SHA-256 per file of what it wrote) and `register` (the registry copies and
-re-hashes the files into a staged folder, renames it into place, then records it). The exporter
+`check` (the export and the `.pt` run on a fixed probe on the job's lane and their raw outputs
+must agree within the variant's tolerance, `variant_check`; else the job fails
+`variant_mismatch` and nothing is registered), `fingerprint` (a SHA-256 per file of what it
+wrote) and `register` (the registry copies and re-hashes the files into a staged folder, renames
+it into place, then records it). The exporter
 writes into the job's folder, never next to the registry's weights; a rerun after a crash starts
 the export afresh, and a job registers each format once.
 
@@ -13,6 +16,7 @@ Call `configure_ultralytics` before constructing the runner (offline, safe load,
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,12 +34,15 @@ from yolo_orch.manifests import Manifest, fingerprint_entry
 from yolo_orch.params.export import ExportParams
 from yolo_orch.runners.base import RunContext, Runner
 from yolo_orch.runners.formats import export_packages, lane_runtime, require_packages
+from yolo_orch.runners.variant_check import check_reproduces
 from yolo_orch.variants import ENTRY_NAMES, ExportFormat, Lineage
 from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
 
 __all__ = ["ExportedFiles", "ExportsAfterTraining", "YoloExportRunner"]
 
-STAGES = ("load", "export", "fingerprint", "register")
+log = logging.getLogger(__name__)
+
+STAGES = ("load", "export", "check", "fingerprint", "register")
 EXPORT_DIR = "export"
 _EXPORTER_NAMES = {(ExportFormat.OPENVINO, True): "model_int8_openvino_model"}
 """Where ultralytics' exporter names its output otherwise than `ENTRY_NAMES` (format, int8)."""
@@ -99,6 +106,18 @@ class YoloExportRunner:
         model = _load(weights)
         stages.begin("export")
         output = self._export(ctx, model, params, device)
+        stages.begin("check")
+        difference = check_reproduces(
+            model.model,
+            output,
+            params.format,
+            imgsz=params.imgsz,
+            dynamic=params.dynamic,
+            half=params.half,
+            int8=params.int8,
+            device=device,
+        )
+        log.info("the %s export reproduces the .pt within %.3g", params.format, difference)
         stages.begin("fingerprint")
         manifest = fingerprint_entry(output)
         files = ExportedFiles(

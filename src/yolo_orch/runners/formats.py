@@ -15,7 +15,7 @@ import importlib.util
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from yolo_orch.errors import ExportDependencyMissing, ModelTampered, VariantTampered
 from yolo_orch.manifests import verify_tree
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ultralytics.models import YOLO
 
 __all__ = [
+    "compile_openvino_backend",
     "compile_openvino_for_lane",
     "export_packages",
     "installed_version",
@@ -140,8 +141,13 @@ def compile_openvino_for_lane(model: YOLO, folder: Path, threads: int, half: boo
     these settings. If ultralytics' backend no longer has the attributes this relies on, the
     model runs as ultralytics set it, and a warning says so.
     """
-    predictor = model.predictor
-    backend = getattr(getattr(predictor, "model", None), "backend", None)
+    backend = getattr(getattr(model.predictor, "model", None), "backend", None)
+    compile_openvino_backend(backend, folder, threads, half)
+
+
+def compile_openvino_backend(backend: Any, folder: Path, threads: int, half: bool) -> None:
+    """`compile_openvino_for_lane` on ultralytics' OpenVINO backend itself (an `AutoBackend`'s
+    `backend`), as the variant check runs it."""
     compile_model = getattr(backend, "compile_model", None)
     config = getattr(compile_model, "keywords", {}).get("config")
     if backend is None or not (
