@@ -48,8 +48,8 @@ def _exported(weights: Path, folder: Path) -> Path:
 
     folder.mkdir(parents=True)
     copy = shutil.copy(weights, folder / "model.pt")
-    with warnings.catch_warnings():  # torch's deprecations, as the server's exports keep them
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with warnings.catch_warnings():  # torch's deprecations and tracer warnings, as the server's
+        warnings.simplefilter("ignore")  # exports keep them (`logs.warnings_to_job_logs`)
         return Path(YOLO(str(copy)).export(format="onnx", imgsz=IMGSZ, simplify=False))
 
 
