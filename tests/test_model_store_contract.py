@@ -362,15 +362,17 @@ async def test_a_variant_is_marked_unusable_or_deleted_alone(stores: Stores) -> 
     model = await register(stores, "detector", "a" * 64)
     variant, _ = await stores.models.add_variant(new_variant(model), T0)
 
-    await stores.models.mark_variant_unusable(variant.id)
+    await stores.models.mark_variant_unusable(variant.id, "it failed 3 jobs")
 
-    assert await stores.models.get_variant(variant.id) == replace(variant, usable=False)
-    assert await stores.models.delete_variant(variant.id) == replace(variant, usable=False)
+    retired = replace(variant, usable=False, unusable_reason="it failed 3 jobs")
+    assert await stores.models.get_variant(variant.id) == retired
+    assert await stores.models.delete_variant(variant.id) == retired
     assert await stores.models.list_variants(model.id) == []
     assert await stores.models.delete("detector") == model
-    for missing in (stores.models.mark_variant_unusable, stores.models.delete_variant):
-        with pytest.raises(VariantNotFound):
-            await missing(variant.id)
+    with pytest.raises(VariantNotFound):
+        await stores.models.mark_variant_unusable(variant.id, "gone")
+    with pytest.raises(VariantNotFound):
+        await stores.models.delete_variant(variant.id)
 
 
 async def test_deleting_or_expiring_jobs_keeps_their_models(stores: Stores) -> None:

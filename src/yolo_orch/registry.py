@@ -59,12 +59,14 @@ class ModelRegistry:
         *,
         file_limiter: anyio.CapacityLimiter | None = None,
         check_variant: CheckImport | None = None,
+        variant_retire_after_failures: int = 3,
     ) -> None:
         """`file_limiter`: the threads for the file work of requests (imports, deletes); None:
         anyio's default pool. A training job's own import (`register_file`) uses the default
         pool, so a busy API never holds up the end of a job. `check_variant`: whether an
         imported variant reproduces its model (default: run both on the CPU, ultralytics set up
-        in `{models_dir}/../ultralytics`, the app's folder for it)."""
+        in `{models_dir}/../ultralytics`, the app's folder for it).
+        `variant_retire_after_failures`: the setting (`VariantRegistry.record_runs`)."""
         self._store = store
         self._dir = models_dir
         self._roots = [Path(os.path.realpath(root)) for root in model_roots]
@@ -84,6 +86,7 @@ class ModelRegistry:
             weights_of=self._weights_of,
             check=check_variant or check_on_cpu(models_dir.parent / "ultralytics"),
             limiter=file_limiter,
+            retire_after_failures=variant_retire_after_failures,
         )
 
     async def import_stream(

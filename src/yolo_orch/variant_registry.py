@@ -9,9 +9,10 @@ never registered; a staged folder left by a crash is never read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar, TypeVarTuple
@@ -82,6 +83,7 @@ class VariantRegistry:
         weights_of: Callable[[Model], ResolvedWeights],
         check: CheckImport,
         limiter: anyio.CapacityLimiter | None = None,
+        retire_after_failures: int = 3,
     ) -> None:
         """`weights_of`: a model's `.pt`, which an imported variant must reproduce (`check`).
         `limiter`: the threads for the file work of imports (None: anyio's default pool); an
@@ -89,6 +91,9 @@ class VariantRegistry:
         self._store = store
         self._weights_of = weights_of
         self._check = check
+        self.retire_after_failures = retire_after_failures
+        self._failures: dict[str, int] = {}
+        """Consecutive `runtime_error` failures of each variant since its last success."""
         self._dir = variants_dir
         self._files_lock = files_lock
         """The model registry's: held while folders and their records change together."""
@@ -179,9 +184,32 @@ class VariantRegistry:
         self._resolutions.keep_variants(model_id, resolved, generation)
         return resolved
 
-    async def mark_unusable(self, variant_id: str) -> None:
-        await self._store.mark_variant_unusable(variant_id)
+    async def mark_unusable(self, variant_id: str, reason: str) -> None:
+        self._failures.pop(variant_id, None)
+        await self._store.mark_variant_unusable(variant_id, reason)
         self._resolutions.forget()
+
+    async def record_runs(self, variant_id: str, failures: Sequence[str | None]) -> None:
+        """Jobs that ran the variant, in order: None for one that succeeded, its message for
+        one that failed `runtime_error` (a cancel, a timeout or a bad input says nothing about
+        the variant). `retire_after_failures` of them in a row retire it, and `format: auto`
+        picks the next fitting variant or the `.pt`; a success starts the count again. The
+        counts live in this process: a restart starts them at 0."""
+        count = self._failures.get(variant_id, 0)
+        for failure in failures:
+            count = 0 if failure is None else count + 1
+            if failure is not None and count >= self.retire_after_failures:
+                reason = (
+                    f"retired after {count} consecutive jobs failed with runtime_error "
+                    f"(variant_retire_after_failures); the last: {failure[:300]}"
+                )
+                with contextlib.suppress(VariantNotFound):  # deleted meanwhile
+                    await self.mark_unusable(variant_id, reason)
+                return
+        if count:
+            self._failures[variant_id] = count
+        else:
+            self._failures.pop(variant_id, None)
 
     async def delete(self, model: Model, variant_id: str) -> Variant:
         async with self._files_lock:
@@ -189,6 +217,7 @@ class VariantRegistry:
             if variant.model_id != model.id:
                 raise VariantNotFound(variant_id)
             await self._store.delete_variant(variant_id)
+            self._failures.pop(variant_id, None)
             self._resolutions.forget()
             await anyio.to_thread.run_sync(remove_tree, self.folder_of(variant))
         return variant
@@ -278,6 +307,7 @@ def variant_view(variant: Variant) -> JsonObject:
         "source": variant.source,
         "created_at": variant.created_at.isoformat(),
         "usable": variant.usable,
+        "unusable_reason": variant.unusable_reason,
     }
 
 

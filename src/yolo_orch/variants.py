@@ -114,7 +114,10 @@ class Variant:
     job_id: str | None
     created_at: datetime
     usable: bool = True
-    """False once its files no longer matched their fingerprints at load time."""
+    """False once its files no longer matched their fingerprints at load time, or once it failed
+    `variant_retire_after_failures` consecutive jobs."""
+    unusable_reason: str | None = None
+    """Why it is no longer usable."""
 
 
 @dataclass(frozen=True)

@@ -97,7 +97,14 @@ class VariantPublic(BaseModel):
     lineage: LineagePublic
     source: str
     created_at: datetime
-    usable: bool
+    usable: bool = Field(
+        description="False once its files no longer matched their fingerprints, or once it "
+        "failed variant_retire_after_failures consecutive jobs with runtime_error: jobs no "
+        "longer run it (`format: auto` runs the next fitting variant or the .pt)."
+    )
+    unusable_reason: str | None = Field(
+        default=None, description="Why it is no longer usable; null while it is."
+    )
 
     @classmethod
     def of(cls, variant: Variant) -> VariantPublic:

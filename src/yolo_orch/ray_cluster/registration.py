@@ -73,7 +73,8 @@ class RegistersResults:
             return
         variant_id = getattr(error, "tampered_variant", None)  # `executor.NodeJobFailed`
         if isinstance(variant_id, str):
-            await self._registry.variants.mark_unusable(variant_id)
+            reason = f"its files no longer match their fingerprints: {error.message}"
+            await self._registry.variants.mark_unusable(variant_id, reason)
         elif ctx.job.model_id is not None:
             await self._registry.mark_unusable(ctx.job.model_id)
 

@@ -46,6 +46,7 @@ from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.jobfiles import INPUTS_DIR
 from yolo_orch.logs import for_job
 from yolo_orch.params.inference import InferenceParams, check_task
+from yolo_orch.runners import variant_runs
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.decode import (
     InputFile,
@@ -166,6 +167,7 @@ class YoloInferenceRunner:
         model_ref = head.job.model_id or head.job.model
         weights = self._resolve_weights(model_ref)
         chosen = self._variant_for(model_ref, device, params)
+        variant_runs.note(None if chosen is None else chosen.variant.id)  # a failure names it
         torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
         if chosen is None:
             key, load = weights.sha256, partial(load_model, device, weights, params)

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Protocol
 import anyio.from_thread
 
 from yolo_orch.batching import BatchOutcome, BatchRunner, run_each
-from yolo_orch.domain import JobKind, JobResult, JsonObject
+from yolo_orch.domain import ErrorCode, JobKind, JobResult, JsonObject
 from yolo_orch.errors import InvalidJobInput, VariantTampered
+from yolo_orch.failures import failure_of
 from yolo_orch.registry import ModelRegistry, model_view
+from yolo_orch.runners import variant_runs
 from yolo_orch.runners.base import RunContext, Runner
 from yolo_orch.runners.decode import decode_image
 from yolo_orch.runners.decode_ahead import DecodeAhead
@@ -198,35 +200,66 @@ class RegistryAccess:
 
 class MarksTamperedModels:
     """A model or variant whose files no longer match their fingerprints is never loaded
-    again."""
+    again; a variant whose jobs keep failing `runtime_error` is retired
+    (`VariantRegistry.record_runs`), each job's outcome told to the registry with the variant
+    that ran it (`variant_runs`)."""
 
     def __init__(self, runner: Runner, registry: ModelRegistry) -> None:
         self._runner = runner
         self._registry = registry
 
     def run(self, ctx: RunContext) -> JobResult:
+        variant_runs.take()  # a note left by a run that ended before it loaded anything
         try:
-            return self._runner.run(ctx)
+            result = self._runner.run(ctx)
         except (VariantTampered, ModelTampered) as e:
+            variant_runs.take()
             self._retire(ctx, e)
             raise
+        except Exception as e:
+            self._record([e])
+            raise
+        self._record([result])
+        return result
 
     def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        variant_runs.take()
         try:
             if isinstance(self._runner, BatchRunner):
                 outcomes = self._runner.run_batch(ctxs)
             else:
                 outcomes = run_each(self._runner, ctxs)
         except (VariantTampered, ModelTampered) as e:
+            variant_runs.take()
             self._retire(ctxs[0], e)
+            raise
+        except Exception as e:  # the batch's: every job of it fails with it
+            self._record([e] * len(ctxs))
             raise
         for ctx, outcome in zip(ctxs, outcomes, strict=True):
             if isinstance(outcome, VariantTampered | ModelTampered):
                 self._retire(ctx, outcome)
+        self._record(outcomes)
         return outcomes
 
     def _retire(self, ctx: RunContext, error: VariantTampered | ModelTampered) -> None:
         if isinstance(error, VariantTampered):  # the variant is retired; its model stays usable
-            anyio.from_thread.run(self._registry.variants.mark_unusable, error.variant_id)
+            reason = f"its files no longer match their fingerprints: {error.message}"
+            anyio.from_thread.run(self._registry.variants.mark_unusable, error.variant_id, reason)
         elif ctx.job.model_id is not None:
             anyio.from_thread.run(self._registry.mark_unusable, ctx.job.model_id)
+
+    def _record(self, outcomes: Sequence[BatchOutcome]) -> None:
+        """Tell the registry how the jobs that ran a variant ended: a success, a
+        `runtime_error` (its message), or nothing for any other failure."""
+        variant_id = variant_runs.take()
+        if variant_id is None:
+            return
+        runs: list[str | None] = []
+        for outcome in outcomes:
+            if isinstance(outcome, JobResult):
+                runs.append(None)
+            elif (error := failure_of(outcome)).code == ErrorCode.RUNTIME_ERROR:
+                runs.append(error.message)
+        if runs:
+            anyio.from_thread.run(self._registry.variants.record_runs, variant_id, runs)

@@ -204,6 +204,7 @@ class ModelStore(ABC):
         """Forget the variant and return it. Raise `VariantNotFound` if unknown."""
 
     @abstractmethod
-    async def mark_variant_unusable(self, variant_id: str) -> None:
-        """Never pick the variant again (its files no longer match); it stays listed so that
-        clients see why. Raise `VariantNotFound` if unknown."""
+    async def mark_variant_unusable(self, variant_id: str, reason: str) -> None:
+        """Never pick the variant again (its files no longer match, or it kept failing jobs);
+        it stays listed, with `reason`, so that clients see why. Raise `VariantNotFound` if
+        unknown."""

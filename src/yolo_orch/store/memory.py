@@ -375,9 +375,9 @@ class InMemoryModelStore(ModelStore):
         del self._variants[variant_id]
         return variant
 
-    async def mark_variant_unusable(self, variant_id: str) -> None:
+    async def mark_variant_unusable(self, variant_id: str, reason: str) -> None:
         variant = await self.get_variant(variant_id)
-        self._variants[variant_id] = replace(variant, usable=False)
+        self._variants[variant_id] = replace(variant, usable=False, unusable_reason=reason)
 
 
 def _interrupted(job: Job, now: datetime, *, drained: bool) -> Job:

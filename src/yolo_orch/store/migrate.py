@@ -18,7 +18,7 @@ from yolo_orch.store.sqlite_db import sync_url
 if TYPE_CHECKING:
     from alembic.config import Config
 
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 """The revision the table classes (`store/tables.py`) describe: the head of `migrations/`
 (`tests/test_migrations.py` holds the two equal, so a new migration bumps it)."""
 

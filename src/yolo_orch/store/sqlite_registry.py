@@ -79,8 +79,12 @@ class SQLiteModelStore(ModelStore):
     async def delete_variant(self, variant_id: str) -> Variant:
         return await self._db.write(functools.partial(_delete_variant, variant_id))
 
-    async def mark_variant_unusable(self, variant_id: str) -> None:
-        stmt = update(VARIANTS).where(VARIANTS.c.id == variant_id).values(usable=False)
+    async def mark_variant_unusable(self, variant_id: str, reason: str) -> None:
+        stmt = (
+            update(VARIANTS)
+            .where(VARIANTS.c.id == variant_id)
+            .values(usable=False, unusable_reason=reason)
+        )
 
         def op(conn: Connection) -> None:
             if conn.execute(stmt.returning(VARIANTS.c.id)).first() is None:

@@ -146,6 +146,7 @@ class VariantRow(SQLModel, table=True):
     job_id: str | None = Field(default=None, index=True)
     created_at: datetime = Field(sa_type=UTCDateTime)
     usable: bool = True
+    unusable_reason: str | None = None
 
 
 JOBS: Table = JobRow.metadata.tables["jobs"]
@@ -284,6 +285,7 @@ def new_variant_values(new: NewVariant, now: datetime) -> dict[str, Any]:
         "job_id": new.job_id,
         "created_at": now,
         "usable": True,
+        "unusable_reason": None,
     }
 
 
@@ -300,4 +302,5 @@ def variant_from_row(row: RowMapping) -> Variant:
         job_id=row["job_id"],
         created_at=row["created_at"],
         usable=bool(row["usable"]),
+        unusable_reason=row["unusable_reason"],
     )
