@@ -631,3 +631,8 @@ async def test_imports_beyond_max_concurrent_imports_are_refused_before_their_bo
     assert [response.status_code for response in held] == [422, 422]  # read once let through
     assert after.status_code == 200  # the slots are free again
     assert slots.active == 0
+    paths = (await api.get("/openapi.json")).json()["paths"]
+    for route in ("/v1/models", "/v1/models/{ref}/variants"):
+        documented = paths[route]["post"]["responses"]["429"]
+        assert "Retry-After" in documented["headers"]
+        assert "imports_busy" in paths[route]["post"]["description"]

@@ -160,7 +160,9 @@ _IMPORT_BODY: dict[str, Any] = {
     "(JSON `{path, name}`). The file is fingerprinted (SHA-256) and loaded once with code "
     "execution off to read its task and class names. The same bytes imported again return the "
     "existing model (200). A `path` import needs the server to have `model_roots` (422 "
-    "`no_model_roots` otherwise), and the file must be under one of them.",
+    "`no_model_roots` otherwise), and the file must be under one of them. At most "
+    "`max_concurrent_imports` imports of models and variants run at once; another is refused "
+    "before its body is read (429 `imports_busy`, with `Retry-After`).",
     responses={
         200: {"model": ModelPublic, "description": "Already registered"},
         201: {"description": "Imported", "headers": {"Location": _LOCATION}},
@@ -253,11 +255,18 @@ _VARIANT_IMPORT_BODY: dict[str, Any] = {
     response_model=VariantPublic,
     status_code=status.HTTP_201_CREATED,
     summary="Import an exported variant",
-    description="Upload an `.onnx` file or a `.zip` of an OpenVINO model (its `.xml`, `.bin` and "
-    "`metadata.yaml`), or name either under a model root (JSON `{path}`). Loading these runs no "
-    "code; TorchScript and TensorRT files do, and are refused (422 `format_not_importable`). "
-    "The task and class names in the file must be the model's. The same files again return "
-    "the existing variant (200).",
+    description="Upload an `.onnx` file or a `.zip` of an OpenVINO model (its `.xml`, the `.bin` "
+    "of the same name and `metadata.yaml`, nothing else), or name either under a model root "
+    "(JSON `{path}`). Loading these runs no code; TorchScript and TensorRT files do, and are "
+    "refused (422 `format_not_importable`). An archive may unpack to 10 times its size plus 1 "
+    "MiB (and `max_upload_bytes`); a file or folder named by path is checked for its files and "
+    "`max_upload_bytes` before it is copied (422 `invalid_variant`). The task and class names "
+    "in the file must be the model's, and the variant must reproduce the model's `.pt`: both "
+    "run on a fixed probe at the variant's imgsz and their raw outputs must agree within the "
+    "variant's precision's tolerance (422 `variant_mismatch`, giving the difference; nothing is "
+    "stored). The same files again return the existing variant (200). At most "
+    "`max_concurrent_imports` imports of models and variants run at once; another is refused "
+    "before its body is read (429 `imports_busy`, with `Retry-After`).",
     responses={
         200: {"model": VariantPublic, "description": "Already registered"},
         201: {"description": "Imported", "headers": {"Location": _LOCATION}},
