@@ -89,17 +89,26 @@ async def test_a_genuine_export_is_accepted_and_records_the_pt_it_reproduces(
     assert accepted.json()["lineage"]["source_sha256"] == sha256_file(files.tiny)
 
 
-def identity_graph(metadata_from: Path) -> bytes:
-    """One Identity node (images in, images out) carrying a real export's metadata."""
+def identity_graph(metadata_from: Path, *, out_of_range: bool = False) -> bytes:
+    """One Identity node (images in, images out) carrying a real export's metadata; or, with
+    `out_of_range`, one Gather of a channel the images do not have (it loads, and fails when
+    it runs)."""
+    import numpy as np
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
 
     shape = [1, 3, IMGSZ, IMGSZ]
+    node = helper.make_node("Identity", ["images"], ["output0"])
+    constants = []
+    if out_of_range:
+        node = helper.make_node("Gather", ["images", "channel"], ["output0"], axis=1)
+        constants = [numpy_helper.from_array(np.array([7], np.int64), "channel")]
     graph = helper.make_graph(
-        [helper.make_node("Identity", ["images"], ["output0"])],
+        [node],
         "copied",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, None)],
+        constants,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     real = onnx.load(str(metadata_from))
@@ -118,6 +127,16 @@ async def test_a_one_node_graph_with_a_real_exports_metadata_is_refused(
 
     detail = assert_problem(refused, 422, "variant_mismatch")["detail"]
     assert f"has the shape (2, 3, {IMGSZ}, {IMGSZ}), the .pt's (2, 7, 84)" in detail
+    assert (await api.get("/v1/models/tiny")).json()["variants"] == []
+
+
+async def test_a_graph_that_fails_when_it_runs_is_refused_as_no_usable_model(
+    api: httpx.AsyncClient, files: Files
+) -> None:
+    refused = await upload(api, "tiny", identity_graph(files.tiny_onnx, out_of_range=True))
+
+    detail = assert_problem(refused, 422, "invalid_variant")["detail"]
+    assert "ultralytics cannot run it on the probe" in detail
     assert (await api.get("/v1/models/tiny")).json()["variants"] == []
 
 

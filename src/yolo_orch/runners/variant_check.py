@@ -26,7 +26,7 @@ from copy import deepcopy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from yolo_orch.errors import InvalidJob, ModelTampered
+from yolo_orch.errors import InvalidJob, ModelTampered, YoloOrchError
 from yolo_orch.runners.formats import compile_openvino_backend
 from yolo_orch.variants import ExportFormat, reproduction_tolerance
 from yolo_orch.weights import ResolvedWeights, sha256_file
@@ -96,9 +96,8 @@ def check_reproduces(
     import torch
 
     images = probe(imgsz).to(device)
-    backend = _load(entry, export_format, device)
     with torch.inference_mode():
-        got = _tensors(backend(images))
+        backend, got = _run_variant(entry, export_format, device, images)
         exported = _as_exported(net, export_format, dynamic, backend, imgsz).to(device)
         want = _tensors(exported(images))
     selects = _selects_rows(exported)
@@ -178,15 +177,30 @@ def _channels(values: NDArray[Any], axis: int) -> NDArray[np.float64]:
     return moved.reshape(moved.shape[0], -1)
 
 
-def _load(entry: Path, export_format: ExportFormat, device: str) -> Any:
-    """The variant as ultralytics runs it (its own backend), OpenVINO compiled for f32."""
+def _run_variant(
+    entry: Path, export_format: ExportFormat, device: str, images: torch.Tensor
+) -> tuple[Any, list[NDArray[Any]]]:
+    """The variant loaded as ultralytics runs it (its own backend; OpenVINO compiled for f32)
+    and its outputs on `images`. A variant ultralytics cannot load or run is `invalid_variant`:
+    every job given it would fail."""
     import torch
     from ultralytics.nn.autobackend import AutoBackend
 
-    backend = AutoBackend(str(entry), device=torch.device(device), verbose=False)
-    if export_format is ExportFormat.OPENVINO:
-        compile_openvino_backend(backend.backend, entry, torch.get_num_threads(), half=False)
-    return backend
+    try:
+        backend = AutoBackend(str(entry), device=torch.device(device), verbose=False)
+        if export_format is ExportFormat.OPENVINO:
+            compile_openvino_backend(backend.backend, entry, torch.get_num_threads(), half=False)
+        return backend, _tensors(backend(images))
+    except YoloOrchError:  # a runtime this host lacks: export_dependency_missing
+        raise
+    except Exception as e:  # a file from outside: every way it fails to run is a bad file
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        said = lines[-1].replace(str(entry.parent), "") if lines else ""
+        raise InvalidJob(
+            f"the file is not a usable exported model: ultralytics cannot run it on the probe "
+            f"({type(e).__name__}: {said[:200]})",
+            code="invalid_variant",
+        ) from None
 
 
 def _as_exported(
