@@ -75,10 +75,17 @@ class Host:
 
 
 @pytest.fixture
+def host_settings() -> dict[str, Any]:
+    """More settings for `host`: a test parametrizes this to change them."""
+    return {}
+
+
+@pytest.fixture
 async def host(
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
     settings_factory: Callable[..., Settings],
+    host_settings: dict[str, Any],
 ) -> AsyncIterator[Host]:
     ensure_ultralytics(tmp_path_factory.getbasetemp())
     data, model_root = tmp_path / "data", tmp_path / "weights"
@@ -91,6 +98,7 @@ async def host(
         data_roots=[data],
         model_roots=[model_root],
         max_upload_bytes=64 << 20,
+        **host_settings,
     )
     app = create_app(settings)
     async with serve(app) as client:

@@ -1,6 +1,6 @@
-"""A variant that fails `variant_retire_after_failures` (3) consecutive jobs with `runtime_error`
-is retired, with the reason in its JSON, and `format: auto` runs the `.pt` again; a success
-starts the count again, and failures that are not the variant's count for nothing."""
+"""A variant that fails `variant_retire_after_failures` consecutive jobs with `runtime_error` is
+retired, with the reason in its JSON, and `format: auto` runs the `.pt` again; a success starts
+the count again, and failures that are not the variant's count for nothing."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from yolo_orch.variant_registry import VariantRegistry
 __all__ = ["host"]  # the fixture, shared with the export tests
 
 
-async def test_a_variant_that_fails_three_jobs_in_a_row_is_retired_and_auto_runs_the_pt(
+@pytest.mark.parametrize("host_settings", [{"variant_retire_after_failures": 2}])
+async def test_a_variant_that_fails_its_jobs_in_a_row_is_retired_and_auto_runs_the_pt(
     host: Host, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await host.import_tiny()
@@ -32,7 +33,7 @@ async def test_a_variant_that_fails_three_jobs_in_a_row_is_retired_and_auto_runs
         raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Non-zero status code")
 
     monkeypatch.setattr(inference, "load_exported", broken)
-    failed = [await infer(host) for _ in range(3)]
+    failed = [await infer(host) for _ in range(2)]
     after = await infer(host)
 
     for job in failed:
@@ -41,7 +42,7 @@ async def test_a_variant_that_fails_three_jobs_in_a_row_is_retired_and_auto_runs
     [variant] = await host.variants()
     assert variant["id"] == variant_id
     assert variant["usable"] is False
-    assert variant["unusable_reason"].startswith("retired after 3 consecutive jobs failed")
+    assert variant["unusable_reason"].startswith("retired after 2 consecutive jobs failed")
     assert "RUNTIME_EXCEPTION" in variant["unusable_reason"]
     assert after["state"] == "succeeded", after["error"]
     assert (after["result"]["format"], after["result"]["variant_id"]) == ("pt", None)

@@ -163,6 +163,7 @@ async def _start(
         inspect,
         class_name_limits,
         file_limiter=file_limiter,
+        variant_retire_after_failures=settings.variant_retire_after_failures,
     )
     limit_decoders(settings.max_image_pixels)
 
