@@ -84,7 +84,7 @@ async def test_a_failed_jobs_error_repeats_ultralytics_without_the_servers_paths
     done = await wait_terminal(client, response.json()["id"], deadline_s=60)
 
     assert done["state"] == "failed", done
-    assert "val" in done["error"]["message"]
+    assert "hollow/images/val" in done["error"]["message"]  # under its data root
     assert_no_server_path(done["error"]["message"], tmp_path)
     logged = (await client.get(f"/v1/jobs/{done['id']}/logs")).text
     failed = next(line for line in logged.splitlines() if "failed: " in line)

@@ -46,6 +46,7 @@ from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
 from yolo_orch.service import JobService
+from yolo_orch.shown_paths import server_paths
 from yolo_orch.store import migrate
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
@@ -203,6 +204,7 @@ async def _start(
             wedge_grace_s=settings.wedge_grace_s,
         ),
         priority_aging_per_minute=settings.priority_aging_per_minute,
+        shown_paths=server_paths(settings),
     )
     service = JobService(
         store,

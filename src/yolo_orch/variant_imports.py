@@ -26,6 +26,7 @@ from yolo_orch.class_names import in_id_order
 from yolo_orch.errors import ExportDependencyMissing, InvalidJob
 from yolo_orch.params.common import EXPORT_BATCH_MAX, IMGSZ_MAX, IMGSZ_MIN
 from yolo_orch.params.export import input_refusal
+from yolo_orch.shown_paths import ShownPaths
 from yolo_orch.variants import ENTRY_NAMES, UNIMPORTABLE_SUFFIXES, ExportFormat
 
 if TYPE_CHECKING:
@@ -388,7 +389,7 @@ def _reason(error: Exception, folder: Path) -> str:
     """A runtime's reason for refusing a file, short: its type and its last line that says
     something (OpenVINO's come after lines naming its own sources), without the server's path."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    last = lines[-1].replace(f"{folder}/", "").replace(str(folder), "") if lines else ""
+    last = ShownPaths([folder]).text(lines[-1]) if lines else ""
     return f"{type(error).__name__}: {last[:200]}"
 
 

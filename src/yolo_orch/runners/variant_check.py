@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from yolo_orch.errors import InvalidJob, ModelTampered, YoloOrchError
 from yolo_orch.runners.formats import compile_openvino_backend
+from yolo_orch.shown_paths import ShownPaths
 from yolo_orch.variants import ExportFormat, reproduction_tolerance
 from yolo_orch.weights import ResolvedWeights, sha256_file
 
@@ -195,7 +196,7 @@ def _run_variant(
         raise
     except Exception as e:  # a file from outside: every way it fails to run is a bad file
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        said = lines[-1].replace(str(entry.parent), "") if lines else ""
+        said = ShownPaths([entry.parent]).text(lines[-1]) if lines else ""
         raise InvalidJob(
             f"the file is not a usable exported model: ultralytics cannot run it on the probe "
             f"({type(e).__name__}: {said[:200]})",
