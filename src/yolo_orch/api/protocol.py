@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from http import HTTPStatus
 from typing import Any, cast
 
@@ -131,7 +132,7 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         coalescing = cast(asyncio.Transport, _CoalescingTransport(transport, self.loop))
         super().connection_made(coalescing)
-        self._last_data = self.loop.time()
+        self._last_data = time.monotonic()  # the book's clock
         if self.book is not None:
             self._admission = self.book.admit(self)
             if self._admission is Admission.REFUSED:
@@ -243,7 +244,7 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
     def data_received(self, data: bytes) -> None:
-        self._last_data = self.loop.time()
+        self._last_data = time.monotonic()  # the book's clock
         if self.book is not None:
             self.book.touch(self)
         self._completed_in_feed = False
