@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import anyio
 import pytest
 
 from yolo_orch.api.connections import (
@@ -12,6 +13,7 @@ from yolo_orch.api.connections import (
     PENDING_CONNECTIONS,
     Admission,
     ConnectionBook,
+    Hold,
     connection_limit,
 )
 
@@ -45,7 +47,7 @@ def test_the_cap_keeps_a_reserve_of_descriptors(fd_limit: int, expected: int) ->
 
 
 def test_at_the_cap_the_quietest_sheddable_connection_gives_its_place() -> None:
-    book = ConnectionBook(3)
+    book = ConnectionBook(3, max_held=8)
     busy, idle_old, idle_new = Conn(quiet=False), Conn(), Conn()
     for conn in (busy, idle_old, idle_new):
         assert book.admit(conn) is Admission.ADMITTED
@@ -60,7 +62,7 @@ def test_at_the_cap_the_quietest_sheddable_connection_gives_its_place() -> None:
 
 
 def test_with_none_to_shed_a_few_wait_for_their_request_then_the_rest_are_refused() -> None:
-    book = ConnectionBook(1)
+    book = ConnectionBook(1, max_held=8)
     book.admit(Conn(quiet=False))
     pending = [Conn() for _ in range(PENDING_CONNECTIONS)]
     assert all(book.admit(conn) is Admission.PENDING for conn in pending)
@@ -72,7 +74,7 @@ def test_with_none_to_shed_a_few_wait_for_their_request_then_the_rest_are_refuse
 
 
 def test_a_request_in_hand_outranks_a_connection_that_sent_nothing() -> None:
-    book = ConnectionBook(1)
+    book = ConnectionBook(1, max_held=8)
     silent = Conn(quiet=False, fresh=True)
     book.admit(silent)
     speaker = Conn()
@@ -82,7 +84,7 @@ def test_a_request_in_hand_outranks_a_connection_that_sent_nothing() -> None:
 
 
 def test_once_pending_places_are_full_new_connections_displace_silent_ones() -> None:
-    book = ConnectionBook(1)
+    book = ConnectionBook(1, max_held=8)
     silent = Conn(quiet=False, fresh=True)
     book.admit(silent)
     for _ in range(PENDING_CONNECTIONS):
@@ -92,7 +94,7 @@ def test_once_pending_places_are_full_new_connections_displace_silent_ones() -> 
 
 
 def test_places_are_taken_from_leaving_connections_only_while_few_are_leaving() -> None:
-    book = ConnectionBook(1)
+    book = ConnectionBook(1, max_held=8)
     book.admit(Conn())
     for _ in range(LEAVING_CONNECTIONS):  # each sheds the one before, which has not closed
         assert book.admit(Conn()) is Admission.ADMITTED
@@ -101,9 +103,23 @@ def test_places_are_taken_from_leaving_connections_only_while_few_are_leaving() 
 
 
 def test_a_closed_connection_frees_its_place() -> None:
-    book = ConnectionBook(1)
+    book = ConnectionBook(1, max_held=8)
     first = Conn(quiet=False)
     book.admit(first)
     book.closed(first, Admission.ADMITTED)
     assert book.admit(Conn(quiet=False)) is Admission.ADMITTED
     assert book.open_count == 1
+
+
+async def test_past_max_held_the_oldest_held_request_is_answered_now() -> None:
+    book = ConnectionBook(100, max_held=2)
+    holds = [Hold(book) for _ in range(3)]
+    scopes = [anyio.CancelScope() for _ in holds]
+    with holds[0].interrupting(scopes[0]), holds[1].interrupting(scopes[1]):
+        assert not any(scope.cancel_called for scope in scopes)
+        with holds[2].interrupting(scopes[2]):
+            assert [scope.cancel_called for scope in scopes] == [True, False, False]
+    assert book.shed_total == 1
+    again = anyio.CancelScope()
+    with Hold(book).interrupting(again):  # the ended ones were released
+        assert not again.cancel_called

@@ -323,7 +323,9 @@ def _serve(settings: Settings) -> int:
         print(f"yolo-orch: {exc}", file=sys.stderr)
         return 1
     soft, hard = raise_open_files_limit()
-    connections = ConnectionBook(connection_limit(soft, settings.max_connections))
+    connections = ConnectionBook(
+        connection_limit(soft, settings.max_connections), settings.max_held_requests
+    )
     log.info(
         "open files: limit %d (hard limit %d); client connections: at most %d",
         soft,

@@ -239,6 +239,12 @@ class Settings(BaseSettings):
         "descriptor limit less a reserve for the database, logs, models and jobs (a quarter, "
         "at least 256).",
     )
+    max_held_requests: int = Field(
+        default=1024,
+        ge=1,
+        description="Requests holding their answer at once (Prefer waits, event streams); past "
+        "it the oldest is answered now (a wait with the job as it is; a stream ends).",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Names (Host header) the server answers to besides its bind address, "

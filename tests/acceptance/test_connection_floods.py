@@ -189,3 +189,25 @@ def test_past_the_cap_with_nothing_to_shed_only_the_probes_answer(
         busy.close()
     with server.client() as client:  # the place is free again
         wait_for(lambda: client.get("/v1/jobs").status_code == 200, 5, "a place")
+
+
+def test_past_max_held_requests_the_oldest_wait_is_answered(server_factory: ServerFactory) -> None:
+    server = server_factory(max_held_requests=2)
+    server.start()
+    with server.client() as client:
+        job = submit(client, sim_inference("long", sim_seconds=30, sim_steps=30))
+    waits = [Connection(server) for _ in range(3)]
+    try:
+        for wait in waits:
+            wait.send(_wait_request(job["id"]))
+            time.sleep(0.2)  # in order: each has begun to wait before the next
+        reply = waits[0].reply()
+        assert reply.status == 200
+        assert json.loads(reply.body)["state"] in {"queued", "running"}
+        for held in waits[1:]:
+            held._sock.settimeout(0.3)
+            with pytest.raises(TimeoutError):
+                held.reply()
+    finally:
+        for wait in waits:
+            wait.close()

@@ -77,11 +77,17 @@ class Admission(enum.Enum):
 
 
 class ConnectionBook:
-    """The server's open client connections, least recently active first."""
+    """The server's open client connections, least recently active first; and the requests
+    among them that hold their answer for the server, at most `max_held` (`Hold`)."""
 
-    def __init__(self, limit: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, limit: int, max_held: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.limit = limit
+        self.max_held = max_held
         self._clock = clock
+        self._held: OrderedDict[Hold, None] = OrderedDict()
+        """Oldest first."""
         self._open: OrderedDict[Connection, None] = OrderedDict()
         self._leaving: set[Connection] = set()
         """Shed, and not closed yet: their places are taken, their descriptors not yet free."""
@@ -129,6 +135,18 @@ class ConnectionBook:
         self._open[connection] = None
         return True
 
+    def hold(self, hold: Hold) -> None:
+        """A request begins to hold its answer; past `max_held`, the oldest held one is
+        answered now (each costs a task and its request's memory, whatever the descriptors)."""
+        self._held[hold] = None
+        if len(self._held) > self.max_held:
+            oldest, _ = self._held.popitem(last=False)
+            self.shed_total += 1
+            oldest.set()
+
+    def release(self, hold: Hold) -> None:
+        self._held.pop(hold, None)
+
     def touch(self, connection: Connection) -> None:
         """It did something: it goes last in the shedding order."""
         if connection in self._open:
@@ -147,6 +165,25 @@ class ConnectionBook:
             if connection.sheddable(now, pressed):
                 return connection
         return None
+
+
+class Hold(StopSignal):
+    """A request's signal that its connection was shed (or that too many requests hold their
+    answer): what the request holds open registers here while it waits, as with the server's
+    stop signal."""
+
+    def __init__(self, book: ConnectionBook) -> None:
+        super().__init__()
+        self._book = book
+
+    @contextmanager
+    def interrupting(self, scope: anyio.CancelScope) -> Iterator[None]:
+        self._book.hold(self)
+        try:
+            with super().interrupting(scope):
+                yield
+        finally:
+            self._book.release(self)
 
 
 @contextmanager

@@ -24,6 +24,7 @@ from yolo_orch.api.connections import (
     SHED_EXTENSION,
     Admission,
     ConnectionBook,
+    Hold,
 )
 from yolo_orch.api.problems import PROBLEM_MEDIA_TYPE, problem_body, problem_response
 from yolo_orch.stop_signal import StopSignal
@@ -127,7 +128,8 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         self._admission = Admission.ADMITTED
         self._last_data = 0.0
         self._shed = StopSignal()
-        """The current request's: set when its connection is shed while it holds its answer."""
+        """The current request's: set when its connection is shed while it holds its answer
+        (a `Hold` where a book counts the connections)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         coalescing = cast(asyncio.Transport, _CoalescingTransport(transport, self.loop))
@@ -201,7 +203,7 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_open = False
         self._stop_head_timer()
-        self._shed = StopSignal()
+        self._shed = StopSignal() if self.book is None else Hold(self.book)
         extensions: dict[str, Any] = {**self.scope.get("extensions", {})}
         extensions[SHED_EXTENSION] = self._shed
         self.scope["extensions"] = extensions
