@@ -17,7 +17,7 @@ from starlette.middleware.cors import CORSMiddleware
 
 from yolo_orch import __version__
 from yolo_orch.admission import Lanes
-from yolo_orch.api import devices, health, job_images, jobs, registry, submit
+from yolo_orch.api import devices, health, job_images, jobs, model_files, registry, submit
 from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
@@ -99,8 +99,14 @@ def create_app(
     install_ui(app)  # the dashboard, at / and /ui, also from the package
     install_problem_handlers(app)
     install_problem_openapi(app, tokens.needs_token if tokens.enabled else None)
-    routers = (submit.router, jobs.router, registry.router, devices.router, health.router)
-    for router in (*routers, events_api.router, job_images.router, metrics_api.router):
+    routers = (submit.router, jobs.router, registry.router, model_files.router, devices.router)
+    for router in (
+        *routers,
+        health.router,
+        events_api.router,
+        job_images.router,
+        metrics_api.router,
+    ):
         app.include_router(router)
     # The last added runs first: HEAD becomes GET, then other sites' pages are answered
     # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and

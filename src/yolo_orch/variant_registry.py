@@ -21,6 +21,7 @@ import anyio.to_thread
 
 from yolo_orch.clock import utcnow
 from yolo_orch.domain import JsonObject, Model
+from yolo_orch.downloads import remove_zips
 from yolo_orch.errors import BodyTooLarge, InvalidJob, VariantNotFound
 from yolo_orch.manifests import Manifest, copy_tree_hashing, fingerprint_tree, remove_tree
 from yolo_orch.resolutions import Resolutions
@@ -95,6 +96,9 @@ class VariantRegistry:
         self._failures: dict[str, int] = {}
         """Consecutive `runtime_error` failures of each variant since its last success."""
         self._dir = variants_dir
+        self.downloads_dir = variants_dir.parent / "downloads"
+        """Where the download route keeps the zips it builds of OpenVINO variants
+        (`downloads.openvino_zip`); a variant's goes with it."""
         self._files_lock = files_lock
         """The model registry's: held while folders and their records change together."""
         self._resolutions = resolutions
@@ -220,12 +224,14 @@ class VariantRegistry:
             self._failures.pop(variant_id, None)
             self._resolutions.forget()
             await anyio.to_thread.run_sync(remove_tree, self.folder_of(variant))
+            await anyio.to_thread.run_sync(remove_zips, self.downloads_dir, variant.id)
         return variant
 
     async def remove_folders(self, variants: list[Variant]) -> None:
         """After their records are gone (a cascade delete of their model)."""
         for variant in variants:
             await anyio.to_thread.run_sync(remove_tree, self.folder_of(variant))
+            await anyio.to_thread.run_sync(remove_zips, self.downloads_dir, variant.id)
 
     def folder_of(self, variant: Variant) -> Path:
         return self._dir / variant.id

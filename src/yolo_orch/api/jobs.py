@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from yolo_orch.api.auth import admin_scope
 from yolo_orch.api.deps import JobServiceDep, ServicesDep
 from yolo_orch.api.file_responses import RANGE_RESPONSES, RangedFileResponse
+from yolo_orch.api.model_files import job_variant_files
 from yolo_orch.api.prefer import PREFERENCE_APPLIED, RequestedWait, mark_applied
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.results import JobResultDetail
@@ -257,15 +258,21 @@ class ArtifactList(BaseModel):
     "/{job_id}/artifacts",
     response_model=ArtifactList,
     summary="Files a job produced",
-    description="Annotated images, weights, `results.csv`, ...",
+    description="Annotated images, weights, `results.csv`, ...; the variants an export (or a "
+    "training with `params.export`) made, each with the URL of its download route "
+    "(`/v1/models/{ref}/variants/{id}/file`; an OpenVINO variant's `size_bytes` is its files', "
+    "its zip a little larger).",
     responses=problem_responses(404),
 )
-async def list_artifacts(job_id: JobId, jobs: JobServiceDep) -> ArtifactList:
+async def list_artifacts(job_id: JobId, services: ServicesDep) -> ArtifactList:
+    files = await services.jobs.artifacts(job_id)
+    variants = await job_variant_files(services, await services.jobs.get(job_id))
     return ArtifactList(
         artifacts=[
             ArtifactPublic(name=name, size_bytes=size, url=artifact_url(job_id, name))
-            for name, size in await jobs.artifacts(job_id)
+            for name, size in files
         ]
+        + [ArtifactPublic(name=name, size_bytes=size, url=url) for name, size, url in variants]
     )
 
 

@@ -48,6 +48,7 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.VariantNotFound: 404,
     errors.ExportDependencyMissing: 422,
     errors.ModelUnusable: 409,
+    errors.ModelTampered: 409,
     errors.IdempotencyKeyReused: 422,
     errors.JobAlreadyFinished: 409,
     errors.ResultNotReady: 409,
