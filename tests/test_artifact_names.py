@@ -33,6 +33,7 @@ from yolo_orch.runners.artifact_names import (
     STEM_MAX_BYTES,
     artifact_name,
     artifact_stem,
+    input_stem,
 )
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.weights import ResolvedWeights, sha256_file
@@ -200,6 +201,40 @@ async def _artifacts(client: httpx.AsyncClient, job_id: str) -> list[str]:
         assert fetched.status_code == 200, (name, fetched.text)
         assert fetched.content
     return names
+
+
+@pytest.mark.parametrize(
+    ("name", "stem"),
+    [
+        ("val0.jpg", "val0"),
+        ("shots/2026/a.b.jpg", "a.b"),  # a path: its last part
+        ("x\x00y.jpg", "x_y"),  # no file name holds a NUL
+        ("\ud800q.jpg", "_q"),  # nor a lone surrogate that stands for no byte
+        (RAW_STEM + ".jpg", RAW_STEM),  # one that does is the byte it stands for
+    ],
+)
+def test_artifacts_are_named_after_the_clients_name_for_the_input(name: str, stem: str) -> None:
+    assert input_stem(name) == stem
+
+
+async def test_an_uploaded_images_artifacts_are_named_after_its_file_name(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    image = next((tmp_path / "data" / "hostile").glob("img0.jpg")).read_bytes()
+    response = await client.post(
+        "/v1/jobs/inference",
+        data={"model": "tiny", "params": json.dumps({"imgsz": IMGSZ, "save_annotated": True})},
+        files=[("images", ("val0.jpg", image)), ("images", ("my photo.JPG", image))],
+    )
+    assert response.status_code == 202, response.text
+    done = await wait_terminal(client, response.json()["id"], deadline_s=60)
+
+    entries = (await client.get(f"/v1/jobs/{done['id']}/result")).json()["images"]
+    assert [(e["source"], e["annotated"]) for e in entries] == [
+        ("val0.jpg", "00000_val0.jpg"),
+        ("my photo.JPG", "00001_my photo.jpg"),
+    ]
+    assert await _artifacts(client, done["id"]) == ["00000_val0.jpg", "00001_my photo.jpg"]
 
 
 async def test_long_named_images_are_annotated(client: httpx.AsyncClient) -> None:

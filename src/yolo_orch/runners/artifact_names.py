@@ -15,13 +15,29 @@ six of the format.
 
 from __future__ import annotations
 
-__all__ = ["NAME_MAX", "STEM_MAX_BYTES", "artifact_name", "artifact_stem"]
+import re
+from pathlib import PurePosixPath
+
+__all__ = ["NAME_MAX", "STEM_MAX_BYTES", "artifact_name", "artifact_stem", "input_stem"]
 
 NAME_MAX = 255
 """The most bytes a file name may have (Linux, and most file systems)."""
 
 STEM_MAX_BYTES = 200
 """The most bytes of an input's stem an artifact name keeps."""
+
+
+_UNWRITABLE = re.compile(r"[\x00/\ud800-\udc7f\udd00-\udfff]")
+"""What no file name can hold: NUL and `/`, and lone surrogates other than those Python decodes
+a file name's non-UTF-8 bytes to (U+DC80..U+DCFF, written back as those bytes)."""
+
+
+def input_stem(name: str) -> str:
+    """The stem an input's artifacts are named after: that of the name the client gave it (an
+    upload's file name, a path's last part), so that the artifacts of an uploaded `val0.jpg`
+    are `00000_val0...` as those of a path `shots/val0.jpg` are, never those of the name the
+    server stored the upload under. What a file name cannot hold becomes `_`."""
+    return _UNWRITABLE.sub("_", PurePosixPath(name).stem)
 
 
 def artifact_stem(stem: str) -> str:

@@ -47,6 +47,7 @@ from yolo_orch.jobfiles import INPUTS_DIR
 from yolo_orch.logs import for_job
 from yolo_orch.params.inference import InferenceParams, check_task
 from yolo_orch.runners import variant_runs
+from yolo_orch.runners.artifact_names import input_stem
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.decode import (
     InputFile,
@@ -364,7 +365,8 @@ class _JobImages:
 
     def add(self, index: int, image: Pixels, result: Results) -> None:
         height, width = image.shape[:2]
-        output = ImageOutput(self.ctx.workdir / "artifacts", index, self.sources[index].path.stem)
+        stem = input_stem(self.sources[index].name)
+        output = ImageOutput(self.ctx.workdir / "artifacts", index, stem)
         entry: JsonObject = {
             "source": self.sources[index].name,
             "width": int(width),

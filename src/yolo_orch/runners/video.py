@@ -34,7 +34,7 @@ from yolo_orch.inputs import open_contained, opened_name
 from yolo_orch.jobfiles import FRAMES_SUFFIX
 from yolo_orch.params.inference import BOX_TASKS, InferenceParams
 from yolo_orch.resultfile import EntryLog
-from yolo_orch.runners.artifact_names import artifact_name
+from yolo_orch.runners.artifact_names import artifact_name, input_stem
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.decode import InputFile, batch_size
 from yolo_orch.runners.encode import Encoding, ImageOutput, counted, encode
@@ -217,7 +217,7 @@ class _VideoRun:
         import cv2
 
         artifacts = self._ctx.workdir / "artifacts"
-        stem = source.path.stem
+        stem = input_stem(source.name)
         frames_name = artifact_name(index, stem, FRAMES_SUFFIX)
         params = self._params
         tracker = (
