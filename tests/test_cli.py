@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from yolo_orch.cli import app
-from yolo_orch.client import ApiClient, ExitCode
+from yolo_orch.client import ExitCode
 
 STARTUP_TIMEOUT_S = 20.0
 
@@ -183,26 +183,6 @@ def test_delete_a_finished_job_and_refuse_an_active_one(cli: Any) -> None:
     assert refused.exit_code == ExitCode.USAGE  # 409
     assert refused.stderr.rstrip().endswith("(job_active)")
     cli("cancel", active)
-
-
-def test_the_event_stream_follows_a_job_to_its_end_and_resumes(cli: Any, server_url: str) -> None:
-    job_id = _submit(cli, "-i", "a.jpg", "-p", "sim_seconds=0.6", "-p", "sim_steps=4")
-
-    with ApiClient(server_url) as api:
-        stream = api.events(job_id)
-        first = next(stream)
-        stream.close()  # drops the connection
-        rest = list(api.events(job_id, last_event_id=first.id))
-
-    events = [first, *rest]
-    jobs = [json.loads(event.data) for event in events]
-    assert first.event == "state"
-    assert {event.event for event in events} <= {"state", "progress"}
-    ids = [int(event.id or "") for event in events]
-    assert ids == sorted(set(ids))
-    assert jobs[-1]["state"] == "succeeded"
-    assert all(job["state"] in ("queued", "running") for job in jobs[:-1])
-    assert jobs[-1]["id"] == job_id
 
 
 def test_submit_local_files_uploads_them(cli: Any, tmp_path: Path) -> None:

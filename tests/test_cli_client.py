@@ -1,6 +1,6 @@
 """The client's pieces without a server: following a job over an event stream (drops,
-reconnects, the polling fallback) and the errors → exit codes mapping, all through
-httpx.MockTransport."""
+reconnects, the polling fallback), the errors → exit codes mapping, and how the command line
+shows devices and help, all through httpx.MockTransport."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from yolo_orch.client import ApiClient, ApiError, ExitCode, follow_job
+from yolo_orch.client import ApiError, Client, ExitCode
+from yolo_orch.client.follow import follow_events
 
 # -- following a job
 
@@ -20,7 +21,26 @@ EVENT_STREAM = {"content-type": "text/event-stream; charset=utf-8"}
 
 
 def _job(state: str, done: int = 0) -> dict[str, Any]:
-    return {"id": "j1", "state": state, "progress": {"done": done, "total": 3, "unit": "steps"}}
+    """A job as the server shows it."""
+    return {
+        "id": "j1",
+        "kind": "inference",
+        "state": state,
+        "model": "sim",
+        "params": {},
+        "priority": 0,
+        "gpus": 1,
+        "devices": [],
+        "attempt": 1,
+        "max_attempts": 3,
+        "cancel_requested": False,
+        "progress": {"done": done, "total": 3, "unit": "steps"},
+        "error": None,
+        "result": None,
+        "created_at": "2026-12-04T10:00:00Z",
+        "started_at": None,
+        "finished_at": None,
+    }
 
 
 def _sse(*jobs: dict[str, Any], first_id: int = 1) -> bytes:
@@ -55,9 +75,9 @@ def _problem(status: int, code: str, detail: str = "nope", **headers: str) -> ht
 
 
 def _client(
-    handler: Callable[[httpx.Request], httpx.Response], token: str | None = None
-) -> ApiClient:
-    return ApiClient("http://test", token, transport=httpx.MockTransport(handler))
+    handler: Callable[[httpx.Request], httpx.Response], token: str | None = ""
+) -> Client:
+    return Client("http://test", token, transport=httpx.MockTransport(handler))
 
 
 class _Clock:
@@ -73,10 +93,10 @@ class _Clock:
         return self.now
 
 
-def _follow(api: ApiClient, clock: _Clock) -> list[str]:
+def _follow(client: Client, clock: _Clock) -> list[str]:
     return [
-        f"{job['state']}:{job['progress']['done']}"
-        for job in follow_job(api, "j1", sleep=clock.sleep, clock=clock)
+        f"{event.job.state}:{event.job.progress.done if event.job.progress else 0}"
+        for event in follow_events(client, "j1", sleep=clock.sleep, clock=clock)
     ]
 
 

@@ -1,15 +1,15 @@
 """The `yolo-orch` command: the job server and a client of its HTTP API.
 
 Server:  serve, migrate, token create
-Client:  submit, validate, status, wait, cancel, delete, list, result, models import|list|delete,
-         devices
+Client:  submit, validate, export, status, wait, cancel, delete, list, result,
+         models import|list|download|delete, variants import|list|delete, devices
          (`--url` or $YOLO_ORCH_URL, default http://127.0.0.1:8000; `--token` or $YOLO_ORCH_TOKEN,
          sent as `Authorization: Bearer`; `--json` prints the server's JSON for scripts)
 
 Exit codes of the client commands (`yolo_orch.client.ExitCode`):
   0  success
-  1  the job failed (wait, status, submit/validate --wait)
-  2  the job was cancelled (wait, status, submit/validate --wait)
+  1  the job failed (wait, status, submit/validate/export --wait)
+  2  the job was cancelled (wait, status, submit/validate/export --wait)
   3  bad command line, or input the server refused (any other 4xx)
   4  no such job, model or route (404)
   5  server busy, draining or unreachable (429, 503, 5xx, no connection)
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import uvicorn
-from typer.core import TyperGroup
 
 from yolo_orch import __version__
 from yolo_orch.client.commands import register
 from yolo_orch.client.errors import ExitCode, exit_codes_help
+from yolo_orch.client.help_text import PlainHelpGroup
 from yolo_orch.sdnotify import Notifier
 
 if TYPE_CHECKING:  # the client commands start without the server's imports
@@ -164,7 +164,7 @@ class DrainingServer(uvicorn.Server):
             self.should_exit = True
 
 
-class _Commands(TyperGroup):
+class _Commands(PlainHelpGroup):
     """Command-line mistakes exit with `ExitCode.USAGE`: the parser's own 2 would read as "job
     cancelled"."""
 

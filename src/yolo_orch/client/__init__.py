@@ -1,8 +1,18 @@
-"""The client side of `yolo-orch`: an HTTP client of the v1 API (`ApiClient`), a follower of a
-job's event stream (`follow_job`), and the command-line commands built on them."""
+"""The Python client of yolo-orch's HTTP API, and the command line built on it.
 
+    from yolo_orch.client import Client
+
+    with Client("http://gpu-host:8000", token) as client:
+        job = client.wait(client.submit("yolo11n", ["shots/*.jpg"]).id)
+
+`Client` and `AsyncClient` answer with typed values (`yolo_orch.client.shapes`); every failed
+request raises `ApiError`, whose `exit_code` is the command line's. Importing this package
+imports httpx and pydantic, never the server, FastAPI or torch (docs/client.md).
+"""
+
+from yolo_orch.client.aio import AsyncClient
 from yolo_orch.client.errors import ApiError, ExitCode
-from yolo_orch.client.follow import follow_job
-from yolo_orch.client.http import ApiClient
+from yolo_orch.client.shapes import Job, JobEvent
+from yolo_orch.client.sync import Client
 
-__all__ = ["ApiClient", "ApiError", "ExitCode", "follow_job"]
+__all__ = ["ApiError", "AsyncClient", "Client", "ExitCode", "Job", "JobEvent"]

@@ -46,8 +46,8 @@ class ExitCode(enum.IntEnum):
 
 _DESCRIPTIONS = {
     ExitCode.OK: "success",
-    ExitCode.JOB_FAILED: "the job failed (wait, status, submit/validate --wait)",
-    ExitCode.JOB_CANCELLED: "the job was cancelled (wait, status, submit/validate --wait)",
+    ExitCode.JOB_FAILED: "the job failed (wait, status, submit/validate/export --wait)",
+    ExitCode.JOB_CANCELLED: "the job was cancelled (wait, status, submit/validate/export --wait)",
     ExitCode.USAGE: "bad command line, or input the server refused (any other 4xx)",
     ExitCode.NOT_FOUND: "no such job, model or route (404)",
     ExitCode.UNAVAILABLE: "server busy, draining or unreachable (429, 503, 5xx, no connection)",
