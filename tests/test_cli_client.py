@@ -1,11 +1,13 @@
 """The client's pieces without a server: following a job over an event stream (drops,
-reconnects, the polling fallback), the errors → exit codes mapping, and how the command line
-shows devices and help, all through httpx.MockTransport."""
+reconnects, the polling fallback), the errors → exit codes mapping, waiting and downloading,
+all through httpx.MockTransport."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -74,9 +76,7 @@ def _problem(status: int, code: str, detail: str = "nope", **headers: str) -> ht
     )
 
 
-def _client(
-    handler: Callable[[httpx.Request], httpx.Response], token: str | None = ""
-) -> Client:
+def _client(handler: Callable[[httpx.Request], httpx.Response], token: str | None = "") -> Client:
     return Client("http://test", token, transport=httpx.MockTransport(handler))
 
 
@@ -279,3 +279,42 @@ def test_ids_cannot_reach_another_route() -> None:
     _client(handler).job("../models")
 
     assert seen == ["/v1/jobs/..%2Fmodels"]
+
+
+# -- waiting and downloading
+
+
+def test_wait_asks_the_server_to_hold_its_answer_until_the_job_ends() -> None:
+    answers = iter([_job("queued"), _job("running", 2), _job("succeeded", 3)])
+    prefers: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        prefers.append(request.headers.get("prefer"))
+        return httpx.Response(200, json=next(answers))
+
+    job = _client(handler).wait("j1", timeout_s=120)
+
+    assert job.state == "succeeded"
+    assert prefers == ["wait=30"] * 3  # WAIT_CHUNK_S each time, within the overall timeout
+
+
+def test_download_to_a_folder_takes_the_servers_name_and_checks_the_digest(
+    tmp_path: Path,
+) -> None:
+    payload = b"weights" * 1000
+    digest = hashlib.sha256(payload).hexdigest()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        etag = f'"{"0" * 64}"' if "/variants/" in request.url.path else f'"{digest}"'
+        headers = {"ETag": etag, "Content-Disposition": 'attachment; filename="../mine.pt"'}
+        return httpx.Response(200, content=payload, headers=headers)
+
+    client = _client(handler)
+    written = client.download_model("mine", tmp_path)
+    with pytest.raises(ApiError) as corrupted:
+        client.download_variant("mine", "v1", tmp_path / "variant.onnx")
+
+    assert written == tmp_path / "mine.pt"  # the name's last part only
+    assert written.read_bytes() == payload
+    assert corrupted.value.code == "digest_mismatch"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["mine.pt"]  # no partial file

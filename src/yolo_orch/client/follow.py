@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING
 
 import httpx
@@ -82,7 +82,7 @@ def follow_events(
     reconnect_budget_s: float = RECONNECT_BUDGET_S,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> Iterator[JobEvent]:
+) -> Generator[JobEvent, None, None]:
     """The job's events until it ends (the last one in a terminal state). When the server has
     no event stream (404), the job is polled every `poll_interval_s` instead."""
     reconnects = Reconnects(reconnect_budget_s, clock)

@@ -193,7 +193,9 @@ class Client:
             if job.state in TERMINAL_STATES:
                 return job
 
-    def events(self, job_id: str, last_event_id: str | None = None) -> Iterator[JobEvent]:
+    def events(
+        self, job_id: str, last_event_id: str | None = None
+    ) -> Generator[JobEvent, None, None]:
         """The job's events until it ends: the first is the job as it is now (or, with
         `last_event_id`, the first change after that event). A dropped stream is resumed with
         `Last-Event-ID`; a server without one is polled."""
