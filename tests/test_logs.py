@@ -14,6 +14,7 @@ from yolo_orch.logs import (
     before_start,
     current_job,
     install_job_logs,
+    readable,
     remove_job_logs,
     warnings_to_job_logs,
 )
@@ -106,6 +107,39 @@ def test_lines_before_a_jobs_start_wait_for_its_first_other_line(tmp_path: Path)
     lines = (tmp_path / "j4" / "job.log").read_text().splitlines()
     assert [line.split(": ", 1)[1] for line in lines] == ["queued", "started", "again"]
     assert [path.name for path in tmp_path.iterdir()] == ["j4"]
+
+
+EXPORT_FOOTER = (
+    "\nExport complete (1.1s)\nResults saved to \x1b[1mexport/model_openvino_model\x1b[0m\n"
+    "Predict:         yolo predict task=detect model=export/model.onnx imgsz=64 \n"
+    "Validate:        yolo val task=detect model=export/model.onnx imgsz=64  \n"
+    "Visualize:       https://netron.app"
+)
+
+
+def test_job_logs_keep_text_without_terminal_escapes_banners_or_next_steps(tmp_path: Path) -> None:
+    handler = install_job_logs(tmp_path)
+    try:
+        log = logging.getLogger("yolo_orch.x")
+        banner = "Ultralytics 8.4.190 \U0001f680 Python-3.11.7 torch-2.14.1 CPU (Xeon)"
+        log.info(banner, extra={"job_id": "j6"})
+        log.info(
+            "\x1b[34m\x1b[1mOpenVINO:\x1b[0m export success \u2705 0.9s", extra={"job_id": "j6"}
+        )
+        log.info(EXPORT_FOOTER, extra={"job_id": "j6"})
+        log.info("\x1b[1mValidate:\x1b[0m https://netron.app", extra={"job_id": "j6"})
+        log.warning("%s (%d)", "\x1b[31mboom\x1b[0m", 2, extra={"job_id": "j6"})
+    finally:
+        remove_job_logs(handler)
+    lines = (tmp_path / "j6" / "job.log").read_text().splitlines()
+    assert [line.split(": ", 1)[1] if ": " in line else line for line in lines] == [
+        "OpenVINO: export success \u2705 0.9s",
+        "Export complete (1.1s)",
+        "Results saved to export/model_openvino_model",
+        "boom (2)",
+    ]
+    assert readable(EXPORT_FOOTER.replace("Export complete (1.1s)", "")).startswith("Results")
+    assert readable("\x1b]8;;https://x\x07link\x1b]8;;\x07 \x1b[2Kdone") == "link done"
 
 
 def test_held_lines_of_jobs_that_never_start_are_bounded(

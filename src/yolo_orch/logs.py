@@ -13,6 +13,7 @@ import json
 import logging
 import logging.handlers
 import queue
+import re
 import threading
 import warnings
 from collections import OrderedDict, deque
@@ -88,7 +89,8 @@ class JsonFormatter(logging.Formatter):
 
 class JobLogHandler(logging.Handler):
     """Appends each record that belongs to a job to that job's log file, on the thread of
-    `JobLogs` (never the event loop's).
+    `JobLogs` (never the event loop's), as a person reads it (`readable`): whatever logged it,
+    ultralytics included, the one place every job's lines pass.
 
     The files of the most recently active jobs stay open (a write, not a mkdir and an open, per
     line), and lines logged with `before_start` wait in memory for the job's first other line
@@ -110,7 +112,10 @@ class JobLogHandler(logging.Handler):
         if not job_id:
             return
         try:
-            line = self.format(record) + "\n"
+            message = readable(record.getMessage())
+            if not message:
+                return
+            line = self.format(_with_message(record, message)) + "\n"
             with self.lock or contextlib.nullcontext():
                 if getattr(record, _HELD, False) and job_id not in self._files:
                     self._hold(job_id, line)
@@ -151,6 +156,32 @@ class JobLogHandler(logging.Handler):
         self._held.move_to_end(job_id)
         if len(self._held) > self.HELD_JOBS:
             self._held.popitem(last=False)
+
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+"""Terminal escapes: colours and styles (CSI), titles and links (OSC), the rest of ECMA-48's."""
+_NOISE = re.compile(
+    r"\s*(?:(?:Predict|Validate|Visualize):\s.*"  # the command lines and URL after an export
+    r"|Ultralytics \d+\.\d+\.\d+ \S* ?Python-.*)"  # the banner: versions and the device
+)
+"""Lines of ultralytics' that are meant for a terminal: what to type next, where to look."""
+
+
+def readable(message: str) -> str:
+    """A library's message as a job's log keeps it: no terminal escapes, none of the lines
+    `_NOISE` matches, no blank lines around it ("" when nothing is left)."""
+    lines = _ANSI.sub("", message).splitlines()
+    return "\n".join(line for line in lines if not _NOISE.fullmatch(line)).strip("\n")
+
+
+def _with_message(record: logging.LogRecord, message: str) -> logging.LogRecord:
+    """`record` with its message replaced, copied: the console's handler formats the same
+    record."""
+    if message == record.getMessage():
+        return record
+    copy = logging.makeLogRecord(record.__dict__)
+    copy.msg, copy.args = message, None
+    return copy
 
 
 class _JobRecords(logging.handlers.QueueHandler):

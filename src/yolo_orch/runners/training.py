@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,7 +182,8 @@ class YoloTrainingRunner:
 
 
 class _Tracker:
-    """Progress over all epochs' batches, cancel checks, and the per-epoch metrics file."""
+    """Progress over all epochs' batches, cancel checks, the per-epoch metrics file, and a
+    line per epoch in the job's log."""
 
     def __init__(self, ctx: RunContext, metrics_path: Path) -> None:
         self._ctx = ctx
@@ -192,6 +194,7 @@ class _Tracker:
         self._done = 0
         self._total = 0
         self._in_epoch = False
+        self._epoch_started = time.monotonic()
 
     def load_history(self, through_epoch: int | None = None) -> None:
         """Epochs recorded by an earlier attempt (all, or the first `through_epoch`)."""
@@ -218,6 +221,7 @@ class _Tracker:
             self.history = []
 
     def on_train_epoch_start(self, trainer: BaseTrainer) -> None:
+        self._epoch_started = time.monotonic()
         # Recomputed each epoch: ultralytics halves the batch (more batches) after an early OOM.
         batches = len(trainer.train_loader)
         self._done = trainer.epoch * batches
@@ -244,6 +248,7 @@ class _Tracker:
         metrics: dict[str, Any] = dict(trainer.metrics or {})
         if not self._in_epoch:
             self.final = scores(metrics)
+            log.info("best.pt validated: %s", _shown(self.final) or "no scores")
             return
         self._in_epoch = False
         loss: dict[str, Any] = trainer.tloss or {}
@@ -259,6 +264,33 @@ class _Tracker:
         }
         self.history.append(entry)
         write_atomic(self._path, json.dumps(self.history, indent=1).encode(), durable=False)
+        log.info("%s", _epoch_line(entry, trainer.epochs, time.monotonic() - self._epoch_started))
+
+
+MAIN_SCORES = (
+    *("mAP50", "mAP50-95", "mask_mAP50", "mask_mAP50-95", "pose_mAP50", "pose_mAP50-95"),
+    *("top1", "top5", "mIoU", "pixel_acc", "delta1", "abs_rel", "rmse"),
+)
+"""The scores an epoch's log line shows, those the task has (`/metrics` has them all)."""
+
+
+def _epoch_line(entry: JsonObject, epochs: int, seconds: float) -> str:
+    """`epoch 3/10: train loss box 1.21 cls 2.9 dfl 1.3; val loss ...; mAP50 0.41 mAP50-95
+    0.22; 12.5 s`: one line a person reads per epoch (its validation counted in its time)."""
+    parts = [
+        f"{kind} loss "
+        + " ".join(f"{name.removesuffix('_loss')} {value:.4g}" for name, value in losses.items())
+        for kind, losses in (("train", entry["train_loss"]), ("val", entry["val_loss"]))
+        if losses
+    ]
+    parts += [_shown(entry), f"{seconds:.1f} s"]
+    return f"epoch {entry['epoch']}/{epochs}: " + "; ".join(part for part in parts if part)
+
+
+def _shown(found: JsonObject) -> str:
+    return " ".join(
+        f"{name} {found[name]:.4g}" for name in MAIN_SCORES if isinstance(found.get(name), float)
+    )
 
 
 def _entry_scores(entry: JsonObject) -> JsonObject:
