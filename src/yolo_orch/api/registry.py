@@ -66,6 +66,25 @@ class ModelPublic(BaseModel):
         return cls.model_validate(model_view(model))
 
 
+class ModelImported(ModelPublic):
+    name_applied: bool = Field(
+        description="False when these bytes were registered before under another name than "
+        "the one asked for (or made from the file's name): the existing model is returned "
+        "(200) as it is, and `note` says so. A file is registered once, under one name."
+    )
+    note: str | None = Field(default=None, description="Why the name was not applied.")
+
+    @classmethod
+    def of_import(cls, model: Model, asked: str) -> ModelImported:
+        if model.name == asked:
+            return cls(**ModelPublic.of(model).model_dump(), name_applied=True)
+        note = (
+            f"these bytes are already model {model.name!r} (id {model.id}), returned as it is: "
+            f"the name {asked!r} was not applied"
+        )
+        return cls(**ModelPublic.of(model).model_dump(), name_applied=False, note=note)
+
+
 class ModelList(BaseModel):
     models: list[ModelPublic]
 
@@ -153,42 +172,47 @@ _IMPORT_BODY: dict[str, Any] = {
 
 @router.post(
     "",
-    response_model=ModelPublic,
+    response_model=ModelImported,
     status_code=status.HTTP_201_CREATED,
     summary="Import weights",
     description="Upload a `.pt` file (multipart, field `file`) or name one under a model root "
     "(JSON `{path, name}`). The file is fingerprinted (SHA-256) and loaded once with code "
     "execution off to read its task and class names. The same bytes imported again return the "
-    "existing model (200). A `path` import needs the server to have `model_roots` (422 "
+    "existing model (200), under its name: with another `name`, `name_applied` is false and "
+    "`note` says so. A `path` import needs the server to have `model_roots` (422 "
     "`no_model_roots` otherwise), and the file must be under one of them. At most "
     "`max_concurrent_imports` imports of models and variants run at once; another is refused "
     "before its body is read (429 `imports_busy`, with `Retry-After`).",
     responses={
-        200: {"model": ModelPublic, "description": "Already registered"},
+        200: {"model": ModelImported, "description": "Already registered"},
         201: {"description": "Imported", "headers": {"Location": _LOCATION}},
         **problem_responses(403, 409, 413, 415, 422, 429, 507),
     },
     openapi_extra=_IMPORT_BODY,
     dependencies=[admin_scope, DiskSpace],
 )
-async def import_model(request: Request, services: ServicesDep, response: Response) -> ModelPublic:
+async def import_model(
+    request: Request, services: ServicesDep, response: Response
+) -> ModelImported:
     async with services.models.imports.slot(services.settings.max_concurrent_imports):
-        model, created = await _import_model(request, services)
+        (model, created), asked = await _import_model(request, services)
     if created:
         response.headers["Location"] = f"/v1/models/{model.id}"
     else:
         response.status_code = status.HTTP_200_OK
-    return ModelPublic.of(model)
+    return ModelImported.of_import(model, asked)
 
 
-async def _import_model(request: Request, services: ServicesDep) -> tuple[Model, bool]:
+async def _import_model(request: Request, services: ServicesDep) -> tuple[tuple[Model, bool], str]:
+    """The model and whether it is new; the name it was to have."""
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json":
         try:
             body = ModelImportFromPath.model_validate_json(await request.body())
         except ValidationError as exc:
             raise InvalidJob(_first_error(exc), code="invalid_request") from None
-        return await services.models.import_path(body.path, name=body.name)
+        asked = body.name or model_name_from_file(body.path)
+        return await services.models.import_path(body.path, name=asked), asked
     if content_type == "multipart/form-data":
         return await _import_upload(request, services)
     raise UnsupportedMediaType(
@@ -333,7 +357,7 @@ async def delete_variant(
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-async def _import_upload(request: Request, services: ServicesDep) -> tuple[Model, bool]:
+async def _import_upload(request: Request, services: ServicesDep) -> tuple[tuple[Model, bool], str]:
     async with request.form(max_files=1, max_fields=4) as form:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
@@ -348,12 +372,13 @@ async def _import_upload(request: Request, services: ServicesDep) -> tuple[Model
             name = raw_name
         else:
             name = model_name_from_file(upload.filename or "")
-        return await services.models.import_stream(
+        imported = await services.models.import_stream(
             _chunks(upload),
             name=name,
             source="upload",
             max_bytes=services.settings.max_upload_bytes,
         )
+        return imported, name
 
 
 async def _chunks(upload: UploadFile) -> AsyncIterator[bytes]:
