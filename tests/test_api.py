@@ -79,6 +79,32 @@ async def test_result_before_success_is_a_conflict(client: httpx.AsyncClient) ->
     await client.post(f"/v1/jobs/{job['id']}/cancel")
 
 
+RESULT_ROUTES = ("result", "result?offset=0", "result?entry=0")
+
+
+@pytest.mark.parametrize("route", RESULT_ROUTES)
+async def test_a_cancelled_job_has_no_result_rather_than_one_not_ready(
+    client: httpx.AsyncClient, route: str
+) -> None:
+    job = (await client.post("/v1/jobs", json=sim_job(params={"sim_seconds": 5}))).json()
+    await client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert (await wait_terminal(client, job["id"]))["state"] == "cancelled"
+
+    refused = assert_problem(await client.get(f"/v1/jobs/{job['id']}/{route}"), 409, "no_result")
+    assert refused["detail"] == f"job {job['id']} was cancelled: it has no result"
+
+
+@pytest.mark.parametrize("route", RESULT_ROUTES)
+async def test_a_failed_job_has_no_result_and_points_at_its_error(
+    client: httpx.AsyncClient, route: str
+) -> None:
+    job = (await client.post("/v1/jobs", json=sim_job(params={"sim_fail": "error"}))).json()
+    assert (await wait_terminal(client, job["id"]))["state"] == "failed"
+
+    refused = assert_problem(await client.get(f"/v1/jobs/{job['id']}/{route}"), 409, "no_result")
+    assert refused["detail"] == f"job {job['id']} failed: see its error"
+
+
 @pytest.mark.parametrize(("fail", "code"), [("error", "runtime_error"), ("oom", "cuda_oom")])
 async def test_failed_runs_are_classified_and_the_server_goes_on(
     client: httpx.AsyncClient, fail: str, code: str
@@ -146,12 +172,24 @@ async def test_unknown_model_is_refused_at_submission(client: httpx.AsyncClient)
     body = {"kind": "inference", "model": "yolo11n", "inputs": ["a.jpg"]}
     problem = assert_problem(await client.post("/v1/jobs", json=body), 404, "model_not_found")
     assert "model not found" in problem["detail"]
+    assert "no model is registered yet" in problem["detail"]
     assert (await client.get("/v1/jobs")).json()["jobs"] == []
 
 
 async def test_more_gpus_than_lanes_is_refused(client: httpx.AsyncClient) -> None:
     body = {"kind": "training", "model": "sim", "gpus": 3}
-    assert_problem(await client.post("/v1/jobs", json=body), 422, "too_many_gpus")
+    problem = assert_problem(await client.post("/v1/jobs", json=body), 422, "too_many_gpus")
+    assert problem["detail"] == "the job asks for 3 GPUs; this host has 2 lane(s)"
+
+
+async def test_two_gpus_on_a_one_lane_host_say_this_host_not_node(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    async with serve(create_app(settings_factory(sim_lanes=1))) as client:
+        body = {"kind": "training", "model": "sim", "gpus": 2}
+        problem = assert_problem(await client.post("/v1/jobs", json=body), 422, "too_many_gpus")
+    assert "this host has 1 lane(s)" in problem["detail"]
+    assert "node" not in problem["detail"]
 
 
 async def test_idempotency_key_returns_the_same_job(client: httpx.AsyncClient) -> None:

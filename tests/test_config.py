@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from yolo_orch.config import Settings, load_settings
+from yolo_orch.setting_hints import describe_invalid
 
 EXAMPLE = Path(__file__).parent.parent / "config.example.toml"
 
@@ -111,6 +112,44 @@ def test_invalid_values_are_refused(tmp_path: Path, content: str) -> None:
 def test_unusable_database_urls_and_lanes_are_refused_at_load(values: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("values", "fix"),
+    [
+        ({"lanes": ["gpu0"]}, "set lanes in the config file or YOLO_ORCH_LANES="),
+        ({"lanes": ["cpu", "cpu"]}, "set lanes in the config file or YOLO_ORCH_LANES="),
+        ({"database_url": "postgresql://db/jobs"}, "or YOLO_ORCH_DATABASE_URL="),
+        ({"timeout_s": {"inference": -1}}, "or YOLO_ORCH_TIMEOUT_S="),
+        ({"ray_node_cache_dir": "cache"}, "or YOLO_ORCH_RAY_NODE_CACHE_DIR="),
+        (
+            {"host": "0.0.0.0"},
+            "set allow_unauthenticated in the config file or YOLO_ORCH_ALLOW_UNAUTHENTICATED=true",
+        ),
+    ],
+)
+def test_a_refused_setting_names_its_environment_variable(
+    values: dict[str, object], fix: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Settings(**values)  # type: ignore[arg-type]
+
+    assert fix in describe_invalid(refused.value)
+
+
+def test_pydantic_refusals_name_the_setting_and_its_variable(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("slots_per_lane = 0\nunknown_key = 1\n")
+
+    with pytest.raises(ValidationError) as refused:
+        load_settings(config)
+
+    described = describe_invalid(refused.value).splitlines()
+    assert described[0].startswith("slots_per_lane: Input should be greater than or equal to 1")
+    assert described[0].endswith(
+        "set slots_per_lane in the config file or YOLO_ORCH_SLOTS_PER_LANE"
+    )
+    assert "unknown_key is not a setting" in described[1]
 
 
 PATH_SETTINGS = ("data_dir", "data_roots", "model_roots", "shared_data_roots")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from yolo_orch.domain import Model, NewModel
-from yolo_orch.errors import ModelNameTaken, ModelUnusable
+from yolo_orch.errors import InvalidJob, ModelNameTaken, ModelNotFound, ModelUnusable
 from yolo_orch.registry import ModelRegistry
 from yolo_orch.store.memory import InMemoryModelStore
 from yolo_orch.weights import CheckpointInfo
@@ -160,3 +160,66 @@ async def test_a_path_import_without_a_name_gets_a_valid_one_from_the_file(tmp_p
 
     assert model.name == "best-weights-v2"
     assert (await models.get("best-weights-v2")).id == model.id
+
+
+async def _named(models: ModelRegistry, *names: str) -> None:
+    for index, name in enumerate(names):
+        data = str(index).encode()
+        await models.import_stream(chunks(data), name=name, source="upload", max_bytes=9)
+
+
+async def test_a_model_not_found_suggests_the_close_names_of_the_registry(tmp_path: Path) -> None:
+    models = registry(InMemoryModelStore(), tmp_path)
+    await _named(models, "yolo11n", "yolo11s", "coco-seg", "yolo11n-pose")
+
+    with pytest.raises(ModelNotFound) as refused:
+        await models.get("yolo11n.pt")
+
+    assert refused.value.code == "model_not_found"
+    assert "did you mean 'yolo11n'" in refused.value.message
+    assert "coco-seg" not in refused.value.message
+
+
+async def test_a_model_not_found_lists_at_most_five_close_names(tmp_path: Path) -> None:
+    models = registry(InMemoryModelStore(), tmp_path)
+    await _named(models, *(f"yolo11n-{n}" for n in range(8)))
+
+    with pytest.raises(ModelNotFound) as refused:
+        await models.delete("yolo11n-")
+
+    suggested = refused.value.message.partition("did you mean ")[2]
+    assert suggested.count("'yolo11n-") == 5
+
+
+async def test_a_model_not_found_without_close_names_says_how_many_there_are(
+    tmp_path: Path,
+) -> None:
+    models = registry(InMemoryModelStore(), tmp_path)
+    await _named(models, "alpha", "beta")
+
+    with pytest.raises(ModelNotFound) as refused:
+        await models.get("yolo11n.pt")
+
+    assert "none of the 2 registered model(s) is close: see GET /v1/models" in str(refused.value)
+
+
+async def test_a_model_not_found_in_an_empty_registry_says_how_to_import_one(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(ModelNotFound) as refused:
+        await registry(InMemoryModelStore(), tmp_path).get("yolo11n.pt")
+
+    assert "no model is registered yet: import weights (POST /v1/models" in str(refused.value)
+
+
+async def test_a_path_import_without_model_roots_names_the_setting_and_its_variable(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(InvalidJob) as refused:
+        await registry(InMemoryModelStore(), tmp_path).import_path("w.pt", name=None)
+
+    assert refused.value.code == "no_model_roots"
+    assert (
+        "set model_roots in the config file or YOLO_ORCH_MODEL_ROOTS='[\"/srv/weights\"]'"
+        in refused.value.message
+    )

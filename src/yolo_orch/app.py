@@ -286,12 +286,6 @@ async def _start(
         await dispatcher_task
 
     stack.push_async_callback(stop)
-    log.info(
-        "serving with the %s runtime on lanes %s (%d slot(s) each)",
-        runtime.name,
-        ", ".join(lanes.ids),
-        settings.slots_per_lane,
-    )
     return Services(
         settings=settings,
         store=store,

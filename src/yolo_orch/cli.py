@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the client commands start without the server's imports
 
     from yolo_orch.api.connections import ConnectionBook
     from yolo_orch.api.deps import Services
+    from yolo_orch.banner import OpenFiles
     from yolo_orch.config import Settings
 
 log = logging.getLogger("yolo_orch")
@@ -67,7 +68,13 @@ class DrainingServer(uvicorn.Server):
     running jobs get `shutdown_grace_s` to finish; then answer held waits, end event streams and
     stop. A second signal stops at once."""
 
-    def __init__(self, app: FastAPI, settings: Settings, connections: ConnectionBook) -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        settings: Settings,
+        connections: ConnectionBook,
+        open_files: OpenFiles,
+    ) -> None:
         from yolo_orch.api.protocol import problem_http_protocol
 
         super().__init__(
@@ -87,6 +94,7 @@ class DrainingServer(uvicorn.Server):
         )
         self._app = app
         self._settings = settings
+        self._open_files = open_files
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
@@ -114,8 +122,17 @@ class DrainingServer(uvicorn.Server):
             # of the collector's way, so a full collection under load walks only new objects.
             gc.freeze()
             self._notifier.ready(f"serving on {self._settings.host}:{self._settings.port}")
+            self._log_banner()
             self._fatal_watch = asyncio.create_task(self._exit_when_poisoned())
             self._wedged_watch = asyncio.create_task(self._exit_when_wedged())
+
+    def _log_banner(self) -> None:
+        """Once listening, so that its URLs name the port really bound (`port = 0` too)."""
+        from yolo_orch.banner import base_url, startup_banner
+
+        ports = [sock.getsockname()[1] for server in self.servers for sock in server.sockets]
+        url = base_url(self._settings.host, ports[0] if ports else self._settings.port)
+        log.info(startup_banner(self._app.state.services, url, self._open_files))
 
     async def _exit_when_poisoned(self) -> None:
         services: Services = self._app.state.services
@@ -309,6 +326,7 @@ def _settings(config: Path | None, **overrides: Any) -> Settings:
 def _serve(settings: Settings) -> int:
     from yolo_orch.api.connections import ConnectionBook, connection_limit
     from yolo_orch.app import create_app
+    from yolo_orch.banner import OpenFiles
     from yolo_orch.errors import InstanceLocked
     from yolo_orch.fd_limit import raise_open_files_limit
     from yolo_orch.lock import InstanceLock
@@ -326,14 +344,8 @@ def _serve(settings: Settings) -> int:
     connections = ConnectionBook(
         connection_limit(soft, settings.max_connections), settings.max_held_requests
     )
-    log.info(
-        "open files: limit %d (hard limit %d); client connections: at most %d",
-        soft,
-        hard,
-        connections.limit,
-    )
     app = create_app(settings, connections=connections)
-    server = DrainingServer(app, settings, connections)
+    server = DrainingServer(app, settings, connections, OpenFiles(soft, hard, connections.limit))
     server.run()
     services: Services | None = getattr(app.state, "services", None)
     if server.exit_code or (services is not None and services.dispatcher.abandoned):

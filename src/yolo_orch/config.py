@@ -24,6 +24,7 @@ from yolo_orch.class_names import DEFAULT_MAX_CLASS_NAMES, DEFAULT_MAX_CLASS_NAM
 from yolo_orch.images import DEFAULT_MAX_IMAGE_PIXELS
 from yolo_orch.params.common import MAX_TIMEOUT_S
 from yolo_orch.resultfile import DEFAULT_INLINE_RESULT_BYTES, DEFAULT_MAX_RESULT_BYTES
+from yolo_orch.setting_hints import ENV_PREFIX, set_setting
 
 CONFIG_ENV_VAR = "YOLO_ORCH_CONFIG"
 MEMORY_DATABASE_URL = "memory://"
@@ -58,7 +59,7 @@ _DEFAULT_TIMEOUTS_S: dict[KindName, float] = {
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="YOLO_ORCH_",
+        env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
         extra="forbid",
         frozen=True,
@@ -441,7 +442,7 @@ class Settings(BaseSettings):
         if not value.is_absolute():
             raise ValueError(
                 f"ray_node_cache_dir {str(value)!r} must be an absolute path (a folder on each "
-                "Ray node)"
+                f"Ray node): {set_setting('ray_node_cache_dir', '/var/cache/yolo-orch')}"
             )
         return value
 
@@ -460,16 +461,20 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _check_timeouts(self) -> Settings:
         if any(not 0 <= seconds <= MAX_TIMEOUT_S for seconds in self.timeout_s.values()):
-            raise ValueError(f"timeout_s values must be 0..{MAX_TIMEOUT_S} seconds")
+            raise ValueError(
+                f"timeout_s values must be 0..{MAX_TIMEOUT_S} seconds: "
+                + set_setting("timeout_s", '{"inference": 600}')
+            )
         return self
 
     @model_validator(mode="after")
     def _check_lanes(self) -> Settings:
+        fix = set_setting("lanes", '["cuda:0", "cuda:1"]')
         if len(set(self.lanes)) != len(self.lanes):
-            raise ValueError("lanes must not repeat")
+            raise ValueError(f"lanes must not repeat: {fix}")
         for lane in self.lanes:
             if not re.fullmatch(r"cuda:\d+|cpu|sim:\d+", lane):
-                raise ValueError(f"lane {lane!r} is not cuda:N, cpu or sim:N")
+                raise ValueError(f"lane {lane!r} in lanes is not cuda:N, cpu or sim:N: {fix}")
         return self
 
     @model_validator(mode="after")
@@ -478,7 +483,8 @@ class Settings(BaseSettings):
         if url and url != MEMORY_DATABASE_URL and not url.startswith(SQLITE_URL_PREFIX):
             raise ValueError(
                 f"database_url {url!r}: use sqlite+aiosqlite:///PATH, {MEMORY_DATABASE_URL}, or "
-                "leave it empty for {data_dir}/yolo-orch.db"
+                "leave it empty for {data_dir}/yolo-orch.db: "
+                + set_setting("database_url", f"{SQLITE_URL_PREFIX}/var/lib/yolo-orch/jobs.db")
             )
         return self
 
@@ -487,8 +493,8 @@ class Settings(BaseSettings):
         if not self.tokens and not self.allow_unauthenticated and not _is_loopback(self.host):
             raise ValueError(
                 f"host {self.host!r} is reachable from other machines and no tokens are "
-                "configured: add tokens (yolo-orch token create) or set "
-                "allow_unauthenticated = true"
+                "configured: add tokens (yolo-orch token create), or "
+                + set_setting("allow_unauthenticated", "true")
             )
         return self
 
@@ -536,7 +542,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     if path is None:
         return Settings(**overrides)
     if not path.is_file():
-        raise FileNotFoundError(f"config file not found: {path}")
+        raise FileNotFoundError(f"config file not found: {path} (--config or {CONFIG_ENV_VAR})")
 
     class FileSettings(Settings):
         model_config = SettingsConfigDict(toml_file=path)

@@ -35,7 +35,7 @@ import yaml
 
 from yolo_orch import safe_yaml
 from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits, in_id_order
-from yolo_orch.errors import InvalidJob, PathOutsideRoots
+from yolo_orch.errors import InvalidJob, PathOutsideRoots, no_data_roots
 from yolo_orch.inputs import check_relative
 from yolo_orch.paths import client_path_errors, real_path
 from yolo_orch.shown_paths import ShownPaths
@@ -216,7 +216,7 @@ def _keypoint_keys(data: dict[Any, Any], file: str) -> dict[str, Any]:
 
 def real_roots(data_roots: Sequence[Path]) -> list[Path]:
     if not data_roots:
-        raise InvalidJob("this server has no data_roots configured", code="no_data_roots")
+        raise no_data_roots()
     return [Path(os.path.realpath(root)) for root in data_roots]
 
 

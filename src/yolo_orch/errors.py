@@ -3,7 +3,11 @@ API edge (`api/problems.py`)."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from pathlib import Path
+
+from yolo_orch.setting_hints import named, set_setting
 
 
 class YoloOrchError(Exception):
@@ -58,9 +62,27 @@ class FramesNotFound(YoloOrchError):
 class ModelNotFound(YoloOrchError):
     code = "model_not_found"
 
-    def __init__(self, model: str) -> None:
-        super().__init__(f"model not found: {model!r} is not available on this host")
+    def __init__(self, model: str, known: Sequence[str] | None = None) -> None:
+        """`known`: the names of the registry's models, to suggest close ones from (None: a
+        lookup by id, where names would not help)."""
+        hint = "" if known is None else f"; {_what_there_is(model, known)}"
+        super().__init__(f"model not found: {model!r} is not available on this host{hint}")
         self.model = model
+
+
+SUGGESTED_NAMES = 5
+
+
+def _what_there_is(model: str, known: Sequence[str]) -> str:
+    if not known:
+        return (
+            "no model is registered yet: import weights (POST /v1/models, or yolo-orch models "
+            "import FILE)"
+        )
+    close = difflib.get_close_matches(model, known, n=SUGGESTED_NAMES)
+    if close:
+        return f"did you mean {', '.join(map(repr, close))}?"
+    return f"none of the {len(known)} registered model(s) is close: see GET /v1/models"
 
 
 class ModelNameTaken(YoloOrchError):
@@ -174,7 +196,7 @@ class ImportsBusy(YoloOrchError):
     def __init__(self, limit: int, retry_after_s: int) -> None:
         super().__init__(
             f"{limit} import(s) of models or variants are under way, as many as this server "
-            "takes at once (max_concurrent_imports); retry later"
+            f"takes at once ({named('max_concurrent_imports')}); retry later"
         )
         self.limit = limit
         self.retry_after_s = retry_after_s
@@ -216,7 +238,7 @@ class InsufficientStorage(YoloOrchError):
     code = "insufficient_storage"
 
     def __init__(self, where: list[str], *, full: bool = False) -> None:
-        reason = "the disk filled up" if full else "below min_free_bytes"
+        reason = "the disk filled up" if full else f"below {named('min_free_bytes')}"
         super().__init__(
             f"too little free disk space ({', '.join(where)}, {reason}); "
             "nothing was stored, retry once space is freed"
@@ -225,10 +247,24 @@ class InsufficientStorage(YoloOrchError):
 
 
 class ResultNotReady(YoloOrchError):
+    """The job is queued or running: it may have a result later."""
+
     code = "result_not_ready"
 
     def __init__(self, job_id: str, state: str) -> None:
         super().__init__(f"job {job_id} is {state}; a result exists only once it has succeeded")
+        self.job_id = job_id
+        self.state = state
+
+
+class NoResult(YoloOrchError):
+    """The job failed or was cancelled: it will never have a result, so waiting is no use."""
+
+    code = "no_result"
+
+    def __init__(self, job_id: str, state: str) -> None:
+        why = "failed: see its error" if state == "failed" else "was cancelled: it has no result"
+        super().__init__(f"job {job_id} {why}")
         self.job_id = job_id
         self.state = state
 
@@ -240,7 +276,8 @@ class ResultTooLarge(YoloOrchError):
 
     def __init__(self, limit: int) -> None:
         super().__init__(
-            f"the job's result is larger than the {limit} bytes allowed (max_result_bytes); "
+            f"the job's result is larger than the {limit} bytes allowed "
+            f"({named('max_result_bytes')}); "
             "run fewer images per job, or raise conf or lower max_det"
         )
         self.limit = limit
@@ -251,6 +288,32 @@ class ShuttingDown(YoloOrchError):
 
     def __init__(self) -> None:
         super().__init__("the server is shutting down and accepts no new jobs")
+
+
+def no_data_roots() -> InvalidJob:
+    return InvalidJob(
+        "this server has no data_roots configured: " + set_setting("data_roots", '["/srv/images"]'),
+        code="no_data_roots",
+    )
+
+
+def no_model_roots() -> InvalidJob:
+    return InvalidJob(
+        "this server has no model_roots configured: "
+        + set_setting("model_roots", '["/srv/weights"]'),
+        code="no_model_roots",
+    )
+
+
+def too_many_gpus(asked: int, most: int, *, on_cluster: bool) -> InvalidJob:
+    """`most`: the lanes of this host, or of the largest node of a Ray cluster (a job's lanes
+    are all on one node)."""
+    where = (
+        f"a job's lanes are all on one node, and the cluster's largest node has {most}"
+        if on_cluster
+        else f"this host has {most}"
+    )
+    return InvalidJob(f"the job asks for {asked} GPUs; {where} lane(s)", code="too_many_gpus")
 
 
 class InstanceLocked(YoloOrchError):

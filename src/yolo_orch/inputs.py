@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from yolo_orch.errors import InvalidJob, InvalidJobInput, PathOutsideRoots, shown_path
+from yolo_orch.errors import (
+    InvalidJob,
+    InvalidJobInput,
+    PathOutsideRoots,
+    no_data_roots,
+    shown_path,
+)
 from yolo_orch.paths import WalkBudget, client_path_errors, contained, glob_files, is_glob
 
 
@@ -48,7 +54,7 @@ def resolve_inputs(
     anyway (and what the rest of the walk would have found, such as a symlink leading outside
     the roots, is never looked at)."""
     if not roots:
-        raise InvalidJob("this server has no data_roots configured", code="no_data_roots")
+        raise no_data_roots()
     real_roots = [Path(os.path.realpath(root)) for root in roots]
     budget = WalkBudget(limits.max_walk_entries, limits.walk_timeout_s, clock)
     max_files = limits.max_files

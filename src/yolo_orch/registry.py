@@ -30,7 +30,9 @@ from yolo_orch.errors import (
     BodyTooLarge,
     InvalidJob,
     InvalidWeights,
+    ModelNotFound,
     ModelUnusable,
+    no_model_roots,
 )
 from yolo_orch.import_slots import ImportSlots
 from yolo_orch.inputs import check_relative
@@ -143,9 +145,17 @@ class ModelRegistry:
         if known is not None:
             return known
         generation = self.resolutions.generation
-        model = await self._store.get(ref)
+        model = await self._lookup(ref)
         self.resolutions.keep_model(ref, model, generation)
         return model
+
+    async def _lookup(self, ref: str) -> Model:
+        """The model `ref` names; not found, the refusal suggests the registry's close names."""
+        try:
+            return await self._store.get(ref)
+        except ModelNotFound:
+            names = [model.name for model in await self._store.list_models()]
+            raise ModelNotFound(ref, names) from None
 
     async def list_models(self) -> list[Model]:
         return await self._store.list_models()
@@ -153,7 +163,7 @@ class ModelRegistry:
     async def delete(self, ref: str, *, cascade: bool = False) -> Model:
         """With `cascade`, its variants go too; without, a model that has any stays (409)."""
         async with self._files_lock:
-            variants = await self._store.list_variants((await self._store.get(ref)).id)
+            variants = await self._store.list_variants((await self._lookup(ref)).id)
             model = await self._store.delete(ref, cascade=cascade)
             self.resolutions.forget()
             await self.variants.remove_folders(variants)
@@ -169,7 +179,7 @@ class ModelRegistry:
         """An exported file or OpenVINO folder under one of the `model_roots`, as a variant of
         the model `ref`: at most `max_bytes`, as an upload."""
         check_relative(relative)
-        model = await self._store.get(ref)
+        model = await self._lookup(ref)
         source = await anyio.to_thread.run_sync(
             self._find_in_roots, relative, True, limiter=self._limiter
         )
@@ -260,7 +270,7 @@ class ModelRegistry:
 
     def _find_in_roots(self, relative: str, folders: bool = False) -> Path:
         if not self._roots:
-            raise InvalidJob("this server has no model_roots configured", code="no_model_roots")
+            raise no_model_roots()
         for root in self._roots:
             with client_path_errors(relative):
                 real = contained(root / relative, root, relative, "model roots")

@@ -36,9 +36,11 @@ from yolo_orch.errors import (
     ModelNameTaken,
     ModelNotFound,
     ModelUnusable,
+    NoResult,
     QueueFull,
     ResultNotReady,
     ShuttingDown,
+    too_many_gpus,
 )
 from yolo_orch.events import JobEvents
 from yolo_orch.inputs import InputLimits, resolve_inputs
@@ -87,6 +89,7 @@ class JobService:
         walk_limiter: anyio.CapacityLimiter,
         events: JobEvents,
         no_exports: bool = False,
+        on_cluster: bool = False,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from
@@ -94,7 +97,8 @@ class JobService:
         expanding globs, the one kind of file work a client can make costly: a flood of walks
         waits for its own threads while other requests go on. `settle_logs` blocks until the
         lines logged so far are in the job log files. `no_exports`: the lanes build no exports
-        (Ray nodes, which never write the registry)."""
+        (Ray nodes, which never write the registry). `on_cluster`: the lanes are a Ray
+        cluster's, `max_gpus` its largest node's (else this host's)."""
         self._max_image_pixels = max_image_pixels
         self._store = store
         self._dispatcher = dispatcher
@@ -113,6 +117,7 @@ class JobService:
         self._walk_limiter = walk_limiter
         self._events = events
         self._no_exports = no_exports
+        self._on_cluster = on_cluster
         self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
             OrderedDict()
         )
@@ -140,10 +145,7 @@ class JobService:
         if self.draining:
             raise ShuttingDown()
         if new.gpus > (most := self._max_gpus()):
-            raise InvalidJob(
-                f"the job asks for {new.gpus} GPUs; one node here has at most {most} lane(s)",
-                code="too_many_gpus",
-            )
+            raise too_many_gpus(new.gpus, most, on_cluster=self._on_cluster)
         new = await self._with_model_and_files(new)
         if self.draining:  # the checks above take a while: a drain may have begun meanwhile
             raise ShuttingDown()
@@ -364,8 +366,8 @@ class JobService:
 
     async def _succeeded(self, job_id: str) -> None:
         job = await self._store.get(job_id)
-        if job.state is not JobState.SUCCEEDED:
-            raise ResultNotReady(job_id, job.state)
+        if job.state is not JobState.SUCCEEDED:  # waiting helps only a job that may succeed
+            raise (NoResult if job.state.is_terminal else ResultNotReady)(job_id, job.state)
 
     async def training_metrics(self, job_id: str) -> bytes:
         await self._store.get(job_id)

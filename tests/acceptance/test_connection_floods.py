@@ -66,7 +66,7 @@ def test_a_flood_past_the_open_files_limit_leaves_the_server_serving(
 ) -> None:
     server = server_factory(wrap=["prlimit", f"--nofile={FD_SOFT}:{FD_HARD}", "--"])
     server.start()
-    assert f"open files: limit {FD_HARD} (hard limit {FD_HARD})" in server.stderr()
+    assert f"(open files: limit {FD_HARD}, hard limit {FD_HARD})" in server.stderr()
     with server.client() as client, _sockets(server.port, FLOOD) as flood:
         job = submit(client, sim_inference("during-flood", sim_seconds=1, sim_steps=10))
         time.sleep(1.2)  # the flood's silent connections may now give their places up

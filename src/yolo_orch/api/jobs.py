@@ -130,7 +130,9 @@ RESULT_PAGE_MAX = 1000
     "result without per-image entries (training) has `total` 0. With `entry`, the index of a "
     "video's entry in `images`, the page holds that video's frames instead (`frames`, from "
     "its JSON Lines artifact; 404 `frames_not_found` for an entry that is not a video). A "
-    "whole result served from its file honours `Range` (206, or 416 `range_not_satisfiable`).",
+    "whole result served from its file honours `Range` (206, or 416 `range_not_satisfiable`). "
+    "409 `result_not_ready` while the job is queued or running (ask again later); 409 "
+    "`no_result` once it failed (see its `error`) or was cancelled: it will never have one.",
     responses={200: {"model": JobResultDetail}, **RANGE_RESPONSES, **problem_responses(404, 409)},
 )
 async def get_result(

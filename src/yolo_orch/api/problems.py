@@ -52,6 +52,7 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.IdempotencyKeyReused: 422,
     errors.JobAlreadyFinished: 409,
     errors.ResultNotReady: 409,
+    errors.NoResult: 409,
     errors.QueueFull: 429,
     errors.ImportsBusy: 429,
     errors.BodyTooLarge: 413,

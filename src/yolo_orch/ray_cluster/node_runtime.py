@@ -19,6 +19,7 @@ from yolo_orch.ray_cluster.registration import pending_model
 from yolo_orch.runners.base import Runner, Runtime
 from yolo_orch.runners.export import ExportedFiles
 from yolo_orch.runners.simulated import SimulatedRuntime
+from yolo_orch.setting_hints import env_var, set_setting
 from yolo_orch.variant_registry import ResolvedVariant
 from yolo_orch.weights import ResolvedWeights
 
@@ -108,14 +109,15 @@ def check_shared_dataset(job: Job, roots: Sequence[str], node: str) -> None:
     if not roots:
         raise DatasetNotShared(
             f"dataset {shown!r} cannot reach Ray node {node}: the server has no "
-            "shared_data_roots (folders every node sees)"
+            "shared_data_roots (folders every node sees): "
+            + set_setting("shared_data_roots", '["/mnt/shared"]')
         )
     real = Path(os.path.realpath(raw))
     if not any(real.is_relative_to(os.path.realpath(root)) for root in roots):
         raise DatasetNotShared(
             f"dataset {shown!r} is not under shared_data_roots, the folders every Ray node "
             "sees: on a Ray cluster a dataset must be under a root in both data_roots and "
-            "shared_data_roots"
+            f"shared_data_roots ({env_var('data_roots')}, {env_var('shared_data_roots')})"
         )
     if not real.exists():
         raise DatasetNotShared(
