@@ -9,8 +9,12 @@ import io
 import zipfile
 from typing import Any
 
+import pytest
+
 from tests.test_api import assert_problem
-from tests.test_api_export import Host, host, host_settings  # noqa: F401 (fixtures)
+from tests.test_api_export import Host, host, host_settings
+
+__all__ = ["host", "host_settings"]  # the fixtures, shared with the export tests
 
 
 def _sha256(data: bytes) -> str:
@@ -162,3 +166,24 @@ async def test_the_routes_are_documented_with_their_answers(host: Host) -> None:
         assert "ETag" in answers["200"]["headers"]
     zipped = spec["paths"]["/v1/models/{ref}/variants/{variant_id}/file"]["get"]["responses"]
     assert "application/zip" in zipped["200"]["content"]
+
+
+ADMIN_TOKEN, JOBS_TOKEN = "admin-secret", "jobs-secret"
+TOKENS = [
+    {"sha256": _sha256(ADMIN_TOKEN.encode()), "scope": "admin"},
+    {"sha256": _sha256(JOBS_TOKEN.encode()), "scope": "jobs"},
+]
+
+
+@pytest.mark.parametrize("host_settings", [{"tokens": TOKENS}])
+async def test_a_jobs_token_downloads_as_it_reads_models(host: Host) -> None:
+    host.client.headers["authorization"] = f"Bearer {ADMIN_TOKEN}"
+    await host.import_tiny()
+    host.client.headers["authorization"] = f"Bearer {JOBS_TOKEN}"
+    allowed = await host.client.get("/v1/models/tiny/file")
+    del host.client.headers["authorization"]
+    refused = await host.client.get("/v1/models/tiny/file")
+
+    assert allowed.status_code == 200, allowed.text
+    assert allowed.content == (host.model_root / "tiny.pt").read_bytes()
+    assert_problem(refused, 401, "unauthorized")
