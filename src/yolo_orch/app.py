@@ -235,6 +235,7 @@ async def _start(
         walk_limiter=walk_limiter,
         events=events,
         no_exports=cluster is not None,
+        on_cluster=cluster is not None,
     )
     await dispatcher.recover()
     if cluster is not None:

@@ -312,10 +312,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _settings(config: Path | None, **overrides: Any) -> Settings:
+    from pydantic import ValidationError
+
     from yolo_orch.config import load_settings
+    from yolo_orch.setting_hints import describe_invalid
 
     try:
         settings = load_settings(config, **overrides)
+    except ValidationError as exc:
+        print(f"yolo-orch: invalid configuration:\n  {describe_invalid(exc)}", file=sys.stderr)
+        raise typer.Exit(2) from None
     except (OSError, ValueError) as exc:
         print(f"yolo-orch: invalid configuration: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
