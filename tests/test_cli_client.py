@@ -318,3 +318,70 @@ def test_download_to_a_folder_takes_the_servers_name_and_checks_the_digest(
     assert written.read_bytes() == payload
     assert corrupted.value.code == "digest_mismatch"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["mine.pt"]  # no partial file
+
+
+# -- what --wait and a followed training job show
+
+
+def test_summaries_name_the_registered_model_and_the_variants_size() -> None:
+    from yolo_orch.client.shapes import Job
+    from yolo_orch.client.summary import job_summary
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models/m1":
+            return httpx.Response(200, json={"name": "coco8-n", "variants": []} | _MODEL)
+        variant = {"size_bytes": 12_300_000, "id": "v1", "format": "onnx"}
+        export = {"model_id": "m1", "variant_id": "v1", "format": "onnx", "variant": variant}
+        return httpx.Response(200, json=export)
+
+    client = _client(handler)
+    metrics = {"precision": 0.9, "recall": 0.8, "mAP50": 0.71, "mAP50-95": 0.52}
+    trained = Job.model_validate(
+        _job("succeeded")
+        | {"kind": "training", "result": {"model_id": "m1", "epochs": 3, "metrics": metrics}}
+    )
+    exported = Job.model_validate(
+        _job("succeeded")
+        | {"kind": "export", "result": {"model_id": "m1", "variant_id": "v1", "format": "onnx"}}
+    )
+
+    assert job_summary(trained, client) == [
+        "3 epochs; registered model coco8-n (m1)",
+        "best: mAP50 0.710, mAP50-95 0.520",
+    ]
+    assert job_summary(exported, client) == ["variant v1, format onnx, 12.3 MB"]
+
+
+_MODEL = {
+    "id": "m1",
+    "sha256": "0" * 64,
+    "size_bytes": 1,
+    "task": "detect",
+    "class_names": ["a"],
+    "source": "upload",
+    "created_at": "2026-12-04T10:00:00Z",
+}
+
+
+def test_training_progress_shows_the_epoch_loss_and_last_scores() -> None:
+    from yolo_orch.client.shapes import Job
+    from yolo_orch.client.summary import completed_epochs, training_status
+
+    detail = {"epoch": 3, "epochs": 50, "batch": 7, "batches": 20}
+    loss = {"box_loss": 0.5, "cls_loss": 0.25, "dfl_loss": 0.484}
+    job = Job.model_validate(
+        _job("running")
+        | {
+            "kind": "training",
+            "progress": {
+                "done": 47,
+                "total": 1000,
+                "unit": "batches",
+                "detail": detail | {"loss": loss},
+            },
+        }
+    )
+    history = [{"epoch": 2, "mAP50": 0.4123, "mAP50-95": 0.25, "precision": 0.5}]
+
+    assert completed_epochs(job) == 2
+    assert training_status(job, history) == "epoch 3/50, loss 1.234, mAP50 0.412, mAP50-95 0.250"
