@@ -16,12 +16,16 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.table import Column
 from rich.text import Text
 
 from yolo_orch.client.errors import TERMINAL_STATES
 from yolo_orch.client.render import job_line, progress_text
 from yolo_orch.client.shapes import Job
 from yolo_orch.client.summary import completed_epochs, training_status
+
+_BAR_WIDTH = 20
+"""Narrower than rich's 40: room for a training job's epoch, loss and scores beside it."""
 
 Metrics = Callable[[str], list[dict[str, Any]]]
 """A training job's metrics per epoch, by its id (`Client.metrics`)."""
@@ -44,9 +48,13 @@ class JobProgress:
             self._bar = Progress(
                 SpinnerColumn(),
                 TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[count]}"),
-                TimeElapsedColumn(),
+                BarColumn(bar_width=_BAR_WIDTH),
+                TimeElapsedColumn(table_column=Column(min_width=7, no_wrap=True)),
+                # Last, and the one a narrow terminal cuts.
+                TextColumn(
+                    "{task.fields[count]}",
+                    table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"),
+                ),
                 console=console,
                 transient=True,
             )

@@ -97,6 +97,7 @@ def parse_params(pairs: list[str] | None) -> Json:
 def connect(url: str, token: str | None) -> Iterator[Client]:
     """A client for one command; a failed request ends the command with its exit code."""
     try:
+        # typer has read $YOLO_ORCH_URL and $YOLO_ORCH_TOKEN; "" is no token, not "read it".
         with Client(url, token or "") as client:
             yield client
     except ApiError as exc:
