@@ -1,14 +1,19 @@
 # Two entry points do all set-up on a fresh machine (Python 3.11+ with venv):
 #   make serve   install into .venv and start the server with the embedded defaults
 #   make test    install the project with its test tools into .venv and run the test suite
+#   make demo    train, validate, export and run a detector on generated data (./demo, offline)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: serve test lint install install-dev clean
+.PHONY: serve demo test lint install install-dev clean
 
 serve: $(VENV)/.installed
 	$(VENV)/bin/yolo-orch serve
+
+# DEMO_ARGS passes options through: make demo DEMO_ARGS=--keep-serving
+demo: $(VENV)/.installed
+	$(VENV)/bin/yolo-orch demo $(DEMO_ARGS)
 
 # The Ray tests skip outside a network namespace; the second line runs them inside one that
 # has nothing but loopback (unshare -n: root, as in CI), since Ray binds every interface.
@@ -36,4 +41,4 @@ $(VENV)/.installed-dev: pyproject.toml | $(PY)
 	touch $@ $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) var demo .pytest_cache .mypy_cache .ruff_cache

@@ -264,6 +264,31 @@ def migrate(config: ConfigFile = None) -> None:
     raise typer.Exit(_migrate(_settings(config)))
 
 
+@app.command(rich_help_panel="Server")
+def demo(
+    directory: Annotated[
+        Path, typer.Option("--dir", help="The demo's folder: its dataset and server data.")
+    ] = Path("demo"),
+    url: Annotated[
+        str | None,
+        typer.Option(help="Use this server instead of starting one (--dir: a data root of it)."),
+    ] = None,
+    token: Annotated[str | None, typer.Option(help="Bearer token for --url.")] = None,
+    keep_serving: Annotated[
+        bool, typer.Option("--keep-serving", help="Keep the demo's server running until Ctrl-C.")
+    ] = False,
+    epochs: Annotated[int | None, typer.Option(min=1, max=10, show_default="6")] = None,
+    imgsz: Annotated[int | None, typer.Option(min=32, max=640, show_default="128")] = None,
+    train_images: Annotated[int | None, typer.Option(min=3, show_default="600")] = None,
+) -> None:
+    """Train, validate, export and run a detector on generated shapes, offline, in minutes."""
+    from yolo_orch.demo.run import DemoPlan
+    from yolo_orch.demo.run import main as run_demo
+
+    plan = DemoPlan(root=directory, url=url, token=token, keep_serving=keep_serving)
+    raise typer.Exit(run_demo(plan.scaled(epochs, imgsz, train_images)))
+
+
 token_app = typer.Typer(help="Bearer tokens for the server's `tokens` setting.")
 app.add_typer(token_app, name="token", rich_help_panel="Server")
 
