@@ -277,9 +277,16 @@ def demo(
     keep_serving: Annotated[
         bool, typer.Option("--keep-serving", help="Keep the demo's server running until Ctrl-C.")
     ] = False,
-    epochs: Annotated[int | None, typer.Option(min=1, max=10, show_default="6")] = None,
-    imgsz: Annotated[int | None, typer.Option(min=32, max=640, show_default="128")] = None,
-    train_images: Annotated[int | None, typer.Option(min=3, show_default="600")] = None,
+    epochs: Annotated[
+        int | None, typer.Option(min=1, max=10, help="Training epochs.", show_default="6")
+    ] = None,
+    imgsz: Annotated[
+        int | None,
+        typer.Option(min=32, max=640, help="Image size (a multiple of 32).", show_default="128"),
+    ] = None,
+    train_images: Annotated[
+        int | None, typer.Option(min=3, help="Generated training images.", show_default="600")
+    ] = None,
 ) -> None:
     """Train, validate, export and run a detector on generated shapes, offline, in minutes."""
     from yolo_orch.demo.run import DemoPlan

@@ -77,8 +77,8 @@ class DemoReport:
         lines = [
             f"Demo finished in {_duration(self.seconds)}.",
             f"  dashboard   {self.url}/",
-            f"  model       {self.model} ({plan.architecture}, {plan.epochs} epochs at imgsz "
-            f"{plan.imgsz} on {plan.dataset.train} generated images)",
+            f"  model       {self.model} ({plan.architecture}, {_count(plan.epochs, 'epoch')} "
+            f"at imgsz {plan.imgsz} on {plan.dataset.train} generated images)",
             "  jobs",
         ]
         for kind, job in self.jobs.items():
@@ -136,7 +136,10 @@ def run_demo(plan: DemoPlan, echo: Echo = print) -> DemoReport:
         if server is not None:
             server.stop()
     if server is not None:
-        echo("The server has stopped. To serve the demo's jobs and model again:")
+        echo(
+            "The server has stopped. To serve the demo's jobs and model again "
+            "(dashboard at http://127.0.0.1:8000/):"
+        )
         echo(f"  {server.serve_command()}")
     return report
 
@@ -236,6 +239,10 @@ def _job_seconds(job: Json) -> str:
         datetime.fromisoformat(job["finished_at"]) - datetime.fromisoformat(job["started_at"])
     ).total_seconds()
     return f"({_duration(seconds)})"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _duration(seconds: float) -> str:
