@@ -201,11 +201,14 @@ class _Progress:
 
     def __init__(self, echo: Echo) -> None:
         self._echo = echo
-        self._last: tuple[str, str, object] | None = None
+        self._last: tuple[str, str, object] = ("", "", None)
 
     def __call__(self, job: Json) -> None:
         detail = (job.get("progress") or {}).get("detail") or {}
-        epoch = detail.get("epoch") if job["kind"] == "training" else None
+        # Between epochs (while the epoch is validated) progress may carry no epoch: the last
+        # one shown still holds.
+        last_epoch = self._last[2] if self._last[0] == job["id"] else None
+        epoch = detail.get("epoch", last_epoch) if job["kind"] == "training" else None
         seen = (job["id"], job["state"], epoch)
         if seen == self._last:
             return
