@@ -8,9 +8,9 @@ from typing import Any
 
 from tests.conftest import infer_shots, shots_job
 from tests.test_api import assert_problem
-from tests.test_api_export import IMGSZ, Host, host
+from tests.test_api_export import IMGSZ, Host, host, host_settings
 
-__all__ = ["host"]  # the fixture, shared with the export tests
+__all__ = ["host", "host_settings"]  # the fixtures, shared with the export tests
 
 Detection = tuple[float, float, float, float, float]
 
