@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
+import pytest
+
+from yolo_orch import cli
+from yolo_orch.client.errors import ExitCode
 from yolo_orch.demo.run import DemoPlan, main
 from yolo_orch.demo.server import free_port
 
@@ -33,3 +38,19 @@ def test_a_server_that_does_not_answer_ends_the_demo_with_status_1(tmp_path: Pat
 
     assert lines[-1].startswith("yolo-orch demo: POST /v1/jobs: no answer from http://127.0.0.1:")
     assert (tmp_path / "dataset" / "data.yaml").is_file()
+
+
+def test_without_the_runtime_the_command_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "ultralytics" else real_find_spec(name, *args),
+    )
+
+    assert cli.main(["demo", "--dir", str(tmp_path)]) == ExitCode.USAGE
+
+    assert "pip install 'yolo-orch[yolo]'" in capsys.readouterr().err
+    assert not (tmp_path / "dataset").exists()

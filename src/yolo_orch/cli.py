@@ -289,6 +289,11 @@ def demo(
     ] = None,
 ) -> None:
     """Train, validate, export and run a detector on generated shapes, offline, in minutes."""
+    import importlib.util
+
+    if importlib.util.find_spec("ultralytics") is None:  # it brings numpy, which the demo uses
+        typer.echo("yolo-orch demo needs the runtime: pip install 'yolo-orch[yolo]'", err=True)
+        raise typer.Exit(ExitCode.USAGE)
     from yolo_orch.demo.run import DemoPlan
     from yolo_orch.demo.run import main as run_demo
 
