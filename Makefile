@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: serve demo test lint install install-dev clean
+.PHONY: serve demo test lint docs install install-dev clean
 
 serve: $(VENV)/.installed
 	$(VENV)/bin/yolo-orch serve
@@ -25,6 +25,10 @@ lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests migrations bench
 	$(VENV)/bin/ruff format --check src tests migrations bench
 	$(VENV)/bin/mypy src bench tests/gpu
+
+# The configuration reference is rendered from the settings model (tests check it is current).
+docs: $(VENV)/.installed-dev
+	$(PY) -m yolo_orch.config_reference > docs/configuration.md
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
