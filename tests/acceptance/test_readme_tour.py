@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +105,8 @@ def test_the_readme_tour_runs_against_a_real_server_on_the_demos_data(
 ) -> None:
     serve = tour_block("tour-serve")
     tour = tour_block("tour")
+    if shutil.which("curl") is None or shutil.which("bash") is None:
+        pytest.skip("the README's tour needs bash and curl")
     assert len(serve) == 1, serve
     assert serve[0].endswith("yolo-orch serve"), serve
     assert 8 <= len(tour) <= 14, f"the tour has {len(tour)} commands"
