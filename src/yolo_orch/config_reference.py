@@ -118,6 +118,14 @@ GROUPS: dict[str, tuple[str, ...]] = {
 }
 OTHER = "Other"
 
+# For the settings whose fields carry no description (config.example.toml's words); a field's own
+# description wins once it has one.
+_UNDESCRIBED: dict[str, str] = {
+    "host": "Address to listen on; a non-loopback one needs `tokens` (or `allow_unauthenticated`).",
+    "port": "TCP port to listen on.",
+    "log_level": "The console's level; job log files always keep info and above.",
+}
+
 _INTRO = f"""\
 # Configuration reference
 
@@ -167,7 +175,7 @@ def _row(name: str, field: FieldInfo) -> str:
         _cell(_type(field.annotation)),
         _cell(_default(field)),
         f"`{ENV_PREFIX}{name.upper()}`",
-        _text(field.description or ""),
+        _text(field.description or _UNDESCRIBED.get(name, "")),
     )
     return "| " + " | ".join(cells) + " |\n"
 
