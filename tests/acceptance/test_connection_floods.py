@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 
 from tests.acceptance.conftest import (
+    Server,
     ServerFactory,
     sim_inference,
     submit,
     wait_for,
     wait_terminal,
 )
-from tests.acceptance.test_http_edges import HEALTHZ, Connection, post_head
+from tests.acceptance.test_http_edges import HEALTHZ, Connection, Reply, post_head
 
 pytestmark = pytest.mark.acceptance
 
@@ -31,8 +32,34 @@ FD_SOFT, FD_HARD = 256, 512
 FLOOD = 4 * FD_HARD
 
 
-def _wait_request(job_id: str) -> bytes:
-    return f"GET /v1/jobs/{job_id} HTTP/1.1\r\nHost: localhost\r\nPrefer: wait=30\r\n\r\n".encode()
+@contextlib.contextmanager
+def _held_waits(server: Server, count: int, gap_s: float) -> Iterator[list[Connection]]:
+    """`count` connections, each holding a `Prefer: wait` on one long job, opened `gap_s` apart
+    (in order: the first is the oldest)."""
+    with server.client() as client:
+        job = submit(client, sim_inference("long", sim_seconds=30, sim_steps=30))
+    request = f"GET /v1/jobs/{job['id']} HTTP/1.1\r\nHost: localhost\r\nPrefer: wait=30\r\n\r\n"
+    waits = [Connection(server) for _ in range(count)]
+    try:
+        for wait in waits:
+            wait.send(request.encode())
+            time.sleep(gap_s)
+        yield waits
+    finally:
+        for wait in waits:
+            wait.close()
+
+
+def _job_as_it_is(reply: Reply) -> None:
+    assert reply.status == 200
+    assert json.loads(reply.body)["state"] in {"queued", "running"}
+
+
+def _still_held(waits: list[Connection]) -> None:
+    for held in waits:
+        held._sock.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            held.reply()
 
 
 @contextlib.contextmanager
@@ -83,20 +110,13 @@ def test_a_flood_past_the_open_files_limit_leaves_the_server_serving(
 def test_held_waits_give_their_places_to_new_clients(server_factory: ServerFactory) -> None:
     server = server_factory(max_connections=4)
     server.start()
-    with server.client() as client:
-        job = submit(client, sim_inference("long", sim_seconds=30, sim_steps=30))
-    waits = [Connection(server) for _ in range(4)]
-    try:
-        for wait in waits:
-            wait.send(_wait_request(job["id"]))
-            time.sleep(0.05)  # in order: the first is the quietest
+    with _held_waits(server, 4, gap_s=0.05) as waits:
         time.sleep(0.3)
         with server.client() as client:  # a fifth client takes the first wait's place
-            assert client.get(f"/v1/jobs/{job['id']}").status_code == 200
+            assert client.get("/healthz").status_code == 200
         reply = waits[0].reply()
-        assert reply.status == 200
+        _job_as_it_is(reply)
         assert reply.headers["connection"] == "close"
-        assert json.loads(reply.body)["state"] in {"queued", "running"}  # the job as it is
         assert waits[0].closed_by_server()
         with server.client() as client:
             metrics = client.get("/metrics").text
@@ -104,13 +124,7 @@ def test_held_waits_give_their_places_to_new_clients(server_factory: ServerFacto
         shed = re.search(r"^yolo_orch_connections_shed_total (\S+)$", metrics, re.MULTILINE)
         assert shed is not None
         assert float(shed[1]) >= 1
-        for held in waits[2:]:  # the client's own connection took one place more, at most
-            held._sock.settimeout(0.2)
-            with pytest.raises(TimeoutError):
-                held.reply()
-    finally:
-        for wait in waits:
-            wait.close()
+        _still_held(waits[2:])  # the metrics client took one place more, at most
 
 
 def _files(root: Path) -> set[Path]:
@@ -194,20 +208,6 @@ def test_past_the_cap_with_nothing_to_shed_only_the_probes_answer(
 def test_past_max_held_requests_the_oldest_wait_is_answered(server_factory: ServerFactory) -> None:
     server = server_factory(max_held_requests=2)
     server.start()
-    with server.client() as client:
-        job = submit(client, sim_inference("long", sim_seconds=30, sim_steps=30))
-    waits = [Connection(server) for _ in range(3)]
-    try:
-        for wait in waits:
-            wait.send(_wait_request(job["id"]))
-            time.sleep(0.2)  # in order: each has begun to wait before the next
-        reply = waits[0].reply()
-        assert reply.status == 200
-        assert json.loads(reply.body)["state"] in {"queued", "running"}
-        for held in waits[1:]:
-            held._sock.settimeout(0.3)
-            with pytest.raises(TimeoutError):
-                held.reply()
-    finally:
-        for wait in waits:
-            wait.close()
+    with _held_waits(server, 3, gap_s=0.2) as waits:  # each begins to wait before the next
+        _job_as_it_is(waits[0].reply())
+        _still_held(waits[1:])
