@@ -238,7 +238,7 @@ class Settings(BaseSettings):
         description="Open client connections at most; at the cap a new one takes the place of "
         "the quietest idle one, held wait or stalled body, else gets 503. Empty: the "
         "descriptor limit less a reserve for the database, logs, models and jobs (a quarter, "
-        "at least 256).",
+        "at least 256) and the 96 places of connections pending or leaving.",
     )
     max_held_requests: int = Field(
         default=1024,
