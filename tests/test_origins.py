@@ -129,3 +129,14 @@ def test_the_names_include_the_bind_address_unless_it_is_a_wildcard() -> None:
 
 def _image() -> dict[str, tuple[str, io.BytesIO, str]]:
     return {"images": ("a.jpg", io.BytesIO(b"\xff\xd8\xff"), "image/jpeg")}
+
+
+async def test_behind_a_proxy_that_passes_the_host_the_public_page_is_the_servers_own(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    async with serve(create_app(settings_factory(allowed_hosts=["public.example"]))) as client:
+        page = {"Host": "public.example", "Origin": "https://public.example"}
+        assert (await client.post("/v1/jobs", json=sim_job(), headers=page)).status_code == 202
+        rewritten = {"Host": "127.0.0.1:8000", "Origin": "https://public.example"}
+        refused = await client.post("/v1/jobs", json=sim_job(), headers=rewritten)
+        _assert_problem(refused, 403, "cross_origin")
