@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-from tests.acceptance.conftest import Server
+from tests.acceptance.conftest import Server, module_server
 from yolo_orch.cli import app
 from yolo_orch.client import ExitCode
 from yolo_orch.client.render import devices_table
@@ -100,13 +100,8 @@ def test_the_devices_table_uses_human_units() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    base = tmp_path_factory.mktemp("cli-output")
-    served = Server(base / "data", base / "logs", "cli-output", log_level="warning")
-    served.start()
-    try:
+    with module_server(tmp_path_factory, "cli-output") as served:
         yield served
-    finally:
-        served.cleanup()
 
 
 @pytest.fixture

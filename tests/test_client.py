@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.conftest import Server
+from tests.acceptance.conftest import Server, module_server
 from yolo_orch.api.results import DetectImage
 from yolo_orch.client import ApiError, AsyncClient, Client, ExitCode, Job
 from yolo_orch.client.shapes import (
@@ -23,21 +23,11 @@ from yolo_orch.client.shapes import (
     ValidationResultDetail,
 )
 
-DOWNLOAD_ROUTES_MISSING = (
-    "the server has no model download routes yet (GET /v1/models/{ref}/file and "
-    "/variants/{id}/file are being added)"
-)
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    base = tmp_path_factory.mktemp("client-server")
-    served = Server(base / "data", base / "logs", "client", log_level="warning")
-    served.start()
-    try:
+    with module_server(tmp_path_factory, "client") as served:
         yield served
-    finally:
-        served.cleanup()
 
 
 @pytest.fixture
@@ -203,12 +193,7 @@ def test_models_import_download_and_delete(client: Client, weights: Path, tmp_pa
         assert (created, created_again, again.id) == (True, False, model.id)
         assert model.id in [listed.id for listed in client.models()]
         assert client.variants("client-tiny") == []
-        try:
-            written = client.download_model("client-tiny", tmp_path)
-        except ApiError as exc:
-            if exc.code != "not_found":  # a route the server lacks, not a model it lacks
-                raise
-            pytest.skip(DOWNLOAD_ROUTES_MISSING)
+        written = client.download_model("client-tiny", tmp_path)
         assert written.read_bytes() == weights.read_bytes()
         assert not list(tmp_path.glob(".*.part"))
     finally:

@@ -187,6 +187,18 @@ class Server:
 ServerFactory = Callable[..., Server]
 
 
+@contextlib.contextmanager
+def module_server(factory: pytest.TempPathFactory, name: str) -> Iterator[Server]:
+    """A started simulated server in a folder of its own, for a module's tests to share."""
+    base = factory.mktemp(name)
+    served = Server(base / "data", base / "logs", name, log_level="warning")
+    served.start()
+    try:
+        yield served
+    finally:
+        served.cleanup()
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
