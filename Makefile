@@ -28,7 +28,7 @@ lint: $(VENV)/.installed-dev
 
 # The configuration reference is rendered from the settings model (tests check it is current).
 docs: $(VENV)/.installed-dev
-	$(PY) -m yolo_orch.config_reference > docs/configuration.md
+	$(PY) -m yolo_orch.config.reference > docs/configuration.md
 
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev

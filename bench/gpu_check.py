@@ -225,8 +225,8 @@ def predict(
     base: Path, model: Path, lane: str, sources: list[Path], imgsz: int
 ) -> tuple[float, float]:
     """Images/second of an inference job on `lane`: cold (load and warm-up included), then warm."""
+    from yolo_orch.registry.weights import ResolvedWeights, sha256_file
     from yolo_orch.runners.inference import YoloInferenceRunner
-    from yolo_orch.weights import ResolvedWeights, sha256_file
 
     weights = ResolvedWeights(model, sha256_file(model))
     runner = YoloInferenceRunner(fixed_resolver({"trained": weights}), data_roots=[base])
@@ -248,9 +248,9 @@ def batched_vs_alone(
     `share` jobs at a time sharing forward passes (`batching.run_batch`)."""
     from dataclasses import replace
 
-    from yolo_orch.batching import run_batch
+    from yolo_orch.registry.weights import ResolvedWeights, sha256_file
+    from yolo_orch.runners.base import run_batch
     from yolo_orch.runners.inference import YoloInferenceRunner
-    from yolo_orch.weights import ResolvedWeights, sha256_file
 
     weights = ResolvedWeights(model, sha256_file(model))
     runner = YoloInferenceRunner(fixed_resolver({"trained": weights}), data_roots=[base])
@@ -297,12 +297,12 @@ def exported_vs_pt(
     from datetime import UTC, datetime
 
     from yolo_orch.domain import JobKind
-    from yolo_orch.manifests import copy_tree_hashing
+    from yolo_orch.domain.variants import Variant
+    from yolo_orch.registry.manifests import copy_tree_hashing
+    from yolo_orch.registry.resolutions import ResolvedVariant
+    from yolo_orch.registry.weights import ResolvedWeights, sha256_file
     from yolo_orch.runners.export import ExportedFiles, YoloExportRunner
     from yolo_orch.runners.inference import YoloInferenceRunner
-    from yolo_orch.variant_registry import ResolvedVariant
-    from yolo_orch.variants import Variant
-    from yolo_orch.weights import ResolvedWeights, sha256_file
 
     weights = ResolvedWeights(model, sha256_file(model), task="detect")
     registered: list[ResolvedVariant] = []

@@ -39,9 +39,9 @@ from typing import Any
 import httpx
 
 from bench._server import BenchServer, percentile, running_server, submit_all
-from yolo_orch.clock import utcnow
 from yolo_orch.config import Settings
 from yolo_orch.domain import QueueOrder
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.sqlite import SQLiteJobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase

@@ -443,7 +443,7 @@ def _run_case(server: Server, ctx: Ctx, case: Case) -> Result:
 def measure(
     src: Path, base: Path, data: Path, weights: Path, bomb: Path, tag: str, runtime: str
 ) -> list[Result]:
-    schemas = (src / "src/yolo_orch/domain.py").read_text()
+    schemas = (src / "src/yolo_orch/domain/__init__.py").read_text()
     ctx = Ctx(validation='VALIDATION = "validation"' in schemas, bomb=bomb, runtime=runtime)
     results: list[Result] = []
     groups = (

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from bench._server import percentile
 from bench.history import build_database
-from yolo_orch.clock import utcnow
 from yolo_orch.domain import QueueOrder
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.sqlite import SQLiteJobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 

@@ -159,8 +159,8 @@ def paths(cluster: Any, count: int, folder: Path) -> dict[str, float]:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from yolo_orch.admission import Lanes
-    from yolo_orch.executor import ThreadExecutor
+    from yolo_orch.dispatch.executor import ThreadExecutor
+    from yolo_orch.dispatch.lanes import Lanes
     from yolo_orch.ray_cluster.executor import RayExecutor
     from yolo_orch.ray_cluster.node_side import serve_task
     from yolo_orch.ray_cluster.nodes import ClusterWatcher

@@ -21,7 +21,7 @@ import heapq
 import random
 
 from bench.admission import job_body
-from yolo_orch.admission import Lane, Lanes
+from yolo_orch.dispatch.lanes import Lane, Lanes
 
 WINDOW = 16
 """Queue positions an admission pass looks at (the dispatcher's window for 4 lanes, 1 slot)."""

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from yolo_orch.admission import Lanes
-from yolo_orch.clock import utcnow
-from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.dispatch.dispatcher import Dispatcher
+from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import Job, JobKind, JobResult, JobState, NewJob, Progress, QueueOrder
 from yolo_orch.errors import JobCancelled
-from yolo_orch.jobfiles import JobFiles
+from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.runners.base import RunContext
 from yolo_orch.store.memory import InMemoryJobStore
 

@@ -30,10 +30,10 @@ from tests.yolo_fixtures import (
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.errors import VariantTampered
-from yolo_orch.registry import ModelRegistry
+from yolo_orch.registry.models import ModelRegistry
+from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.runners.formats import load_variant
 from yolo_orch.runners.yolo import MarksTamperedModels
-from yolo_orch.variant_registry import ResolvedVariant
 
 IMGSZ = 64
 

@@ -19,12 +19,13 @@ from tests.conftest import serve, sim_job, wait_terminal
 from tests.hostile import png_bomb
 from tests.test_api import assert_problem
 from yolo_orch.app import create_app
-from yolo_orch.class_names import ClassNameLimits
 from yolo_orch.config import Settings
 from yolo_orch.errors import InvalidJob
-from yolo_orch.registry import ModelRegistry
+from yolo_orch.files.class_names import ClassNameLimits
+from yolo_orch.registry.models import ModelRegistry
+from yolo_orch.registry.weights import CheckpointInfo
+from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.store.memory import InMemoryModelStore
-from yolo_orch.weights import CheckpointInfo
 
 
 def cursor(text: str) -> str:
@@ -149,7 +150,9 @@ async def test_an_import_with_class_names_past_the_limits_is_refused(
         yield b"weights"
 
     store = InMemoryModelStore()
-    registry = ModelRegistry(store, tmp_path / "models", [], inspect, limits)
+    registry = ModelRegistry(
+        store, tmp_path / "models", [], inspect, limits, check_variant=check_on_cpu(tmp_path)
+    )
 
     with pytest.raises(InvalidJob) as caught:
         await registry.import_stream(upload(), name="many", source="upload", max_bytes=1 << 20)

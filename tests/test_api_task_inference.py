@@ -16,9 +16,9 @@ from tests.yolo_fixtures import TASK_CONFIGS, build_task_checkpoint, ensure_ultr
 from yolo_orch.api import results
 from yolo_orch.api.results import InferenceResultDetail
 from yolo_orch.app import create_app
-from yolo_orch.clock import utcnow
 from yolo_orch.config import Settings
 from yolo_orch.domain import NewModel
+from yolo_orch.ops.clock import utcnow
 
 IMGSZ = 64
 

@@ -27,7 +27,8 @@ from tests.yolo_fixtures import (
 )
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
-from yolo_orch.jobfiles import FRAMES_SUFFIX
+from yolo_orch.files.jobfiles import FRAMES_SUFFIX
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.artifact_names import (
     NAME_MAX,
     STEM_MAX_BYTES,
@@ -36,7 +37,6 @@ from yolo_orch.runners.artifact_names import (
     input_stem,
 )
 from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.weights import ResolvedWeights, sha256_file
 
 IMGSZ = 64
 

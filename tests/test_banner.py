@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from yolo_orch.banner import base_url
+from yolo_orch.api.banner import base_url
 from yolo_orch.errors import too_many_gpus
 
 

@@ -14,10 +14,11 @@ import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
 from yolo_orch.app import create_app
-from yolo_orch.batching import BatchPolicy, BatchRecord, companions
-from yolo_orch.clock import utcnow
 from yolo_orch.config import Settings
+from yolo_orch.dispatch.batching import BatchPolicy, companions
 from yolo_orch.domain import Job, JobKind, JobState, QueueOrder
+from yolo_orch.ops.clock import utcnow
+from yolo_orch.runners.base import BatchRecord
 from yolo_orch.runners.simulated import SimulatedRuntime
 
 

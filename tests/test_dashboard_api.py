@@ -18,11 +18,11 @@ from PIL import Image
 from tests.conftest import serve, wait_terminal
 from tests.test_api import assert_problem
 from tests.test_telemetry import FakeGpu, FakeNvml
+from yolo_orch.api.gpu_history import TelemetryHistory
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
-from yolo_orch.events import JobEvents
-from yolo_orch.telemetry import GpuReading, GpuTelemetry
-from yolo_orch.telemetry_history import TelemetryHistory
+from yolo_orch.jobs.notifications import JobEvents
+from yolo_orch.ops.telemetry import GpuReading, GpuTelemetry
 from yolo_orch.ui import STATIC_DIR
 
 TOKEN = "dashboard-token-for-tests"

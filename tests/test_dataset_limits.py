@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yolo_orch.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
-from yolo_orch.datasets import check_dataset
 from yolo_orch.errors import InvalidJob
+from yolo_orch.files.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
+from yolo_orch.files.datasets import check_dataset
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yolo_orch.datasets import check_dataset, load_dataset
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
+from yolo_orch.files.datasets import check_dataset, load_dataset
 
 
 @pytest.fixture

@@ -97,7 +97,7 @@ def test_a_seed_gives_the_same_files_and_another_seed_others(dataset: Path, tmp_
 
 
 def test_the_server_accepts_it_as_a_detection_dataset(dataset: Path) -> None:
-    from yolo_orch.datasets import load_dataset
+    from yolo_orch.files.datasets import load_dataset
 
     checked = load_dataset(dataset / "data.yaml", [dataset.parent])
     assert checked.names == CLASS_NAMES

@@ -22,7 +22,7 @@ from tests.test_api import _wait_state, assert_problem
 from yolo_orch.api.deps import Services
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
-from yolo_orch.failures import failure_of
+from yolo_orch.runners.failures import failure_of
 
 MIN_FREE = 1 << 20
 IMAGE = ("images", ("a.jpg", b"x", "image/jpeg"))

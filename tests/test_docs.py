@@ -1,4 +1,4 @@
-"""The documentation stays true: docs/configuration.md is what `yolo_orch.config_reference`
+"""The documentation stays true: docs/configuration.md is what `yolo_orch.config.reference`
 renders from the settings model now, and every relative link in README.md, BENCHMARKS.md and
 docs/*.md points to a file that exists (and, for `#anchor` links, to a heading in it)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from yolo_orch.config import Settings
-from yolo_orch.config_reference import render
+from yolo_orch.config.reference import render
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted([ROOT / "README.md", ROOT / "BENCHMARKS.md", *(ROOT / "docs").glob("*.md")])
@@ -22,7 +22,7 @@ def test_the_configuration_reference_is_current() -> None:
     page = (ROOT / "docs" / "configuration.md").read_text()
     assert page == render(), (
         "docs/configuration.md is out of date: run `make docs` "
-        "(python -m yolo_orch.config_reference > docs/configuration.md)"
+        "(python -m yolo_orch.config.reference > docs/configuration.md)"
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from yolo_orch.errors import InvalidJobInput, ModelTampered
-from yolo_orch.failures import failure_of
+from yolo_orch.runners.failures import failure_of
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,11 @@ import asyncio
 from pathlib import Path
 
 from tests.test_admission import Harness, ScriptedExecutor, dispatching, gate
-from yolo_orch.admission import Lanes
-from yolo_orch.clock import utcnow
-from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.dispatch.dispatcher import Dispatcher
+from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import JobKind, JobState, NewJob
-from yolo_orch.jobfiles import JobFiles
+from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.memory import InMemoryJobStore
 
 

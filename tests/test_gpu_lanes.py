@@ -12,7 +12,7 @@ from tests.conftest import serve, sim_job, wait_terminal
 from tests.test_telemetry import GPU_IS_LOST, FakeGpu, FakeNvml
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
-from yolo_orch.telemetry import GpuTelemetry
+from yolo_orch.ops.telemetry import GpuTelemetry
 
 
 async def test_a_lost_gpu_takes_its_lane_out_of_admission(

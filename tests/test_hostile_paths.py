@@ -27,10 +27,10 @@ from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain import JobResult
 from yolo_orch.errors import InvalidJobInput
-from yolo_orch.inputs import open_contained
-from yolo_orch.jobfiles import JobFiles
+from yolo_orch.files.inputs import open_contained
+from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.weights import ResolvedWeights, sha256_file
 
 LONG_NAME = "x" * 300
 

@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 from tests.hostile import png_bomb
-from yolo_orch import images
 from yolo_orch.errors import InvalidJob
-from yolo_orch.images import (
+from yolo_orch.files import images
+from yolo_orch.files.images import (
     UNDECODABLE,
     limit_decoders,
     pixel_refusal,

@@ -16,8 +16,8 @@ from tests.yolo_fixtures import (
     fixed_resolver,
     make_images,
 )
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.weights import ResolvedWeights, sha256_file
 
 IMGSZ = 128
 DECODE_BOUND_MB = 300

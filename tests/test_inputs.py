@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from yolo_orch.errors import InputWalkTooLarge, InvalidJob, InvalidPath, PathOutsideRoots
-from yolo_orch.inputs import InputLimits, resolve_inputs
+from yolo_orch.files.inputs import InputLimits, resolve_inputs
 
 
 def limits(max_files: int = 10, entries: int = 10_000, timeout_s: float = 60.0) -> InputLimits:

@@ -7,7 +7,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from yolo_orch.domain import JobKind, JobState, NewJob, Outcome, Progress
-from yolo_orch.events import Change, JobEvents, PublishingJobStore
+from yolo_orch.jobs.notifications import Change, JobEvents, PublishingJobStore
 from yolo_orch.store.memory import InMemoryJobStore
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_orch.jobfiles import JobFiles, open_to_append, write_atomic
+from yolo_orch.files.jobfiles import JobFiles, open_to_append, write_atomic
 
 
 def _record_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:

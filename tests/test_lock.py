@@ -8,7 +8,7 @@ import pytest
 
 from yolo_orch.config import Settings
 from yolo_orch.errors import InstanceLocked
-from yolo_orch.lock import InstanceLock
+from yolo_orch.ops.lock import InstanceLock
 
 
 def test_a_second_holder_is_refused_until_the_first_lets_go(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_orch.logs import (
+from yolo_orch.ops.logs import (
     JobLogHandler,
     JsonFormatter,
     before_start,
@@ -195,7 +195,9 @@ def test_lines_are_written_off_the_logging_thread_and_settle_waits_for_them(
 def test_the_log_thread_writes_a_burst_in_one_batch_and_settle_does_not_wait_for_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("yolo_orch.logs.BATCH_S", 60.0)  # a batch gathers until settle hurries it
+    monkeypatch.setattr(
+        "yolo_orch.ops.logs.BATCH_S", 60.0
+    )  # a batch gathers until settle hurries it
     logs = install_job_logs(tmp_path)
     logged = 0
     seen_at_write: list[int] = []

@@ -14,6 +14,7 @@ import pytest
 
 from tests.test_store_contract import ROOMY, T0, new_job, open_sqlite, sqlite_url
 from yolo_orch.domain import JobFilter, JobState, Model, NewModel, Outcome
+from yolo_orch.domain.variants import ExportFormat, Lineage, NewVariant
 from yolo_orch.errors import (
     ModelHasVariants,
     ModelInUse,
@@ -25,8 +26,7 @@ from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_registry import SQLiteModelStore
-from yolo_orch.variants import ExportFormat, Lineage, NewVariant
+from yolo_orch.store.sqlite_models import SQLiteModelStore
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from yolo_orch.admission import Lanes
+from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.ray_cluster.nodes import ClusterWatcher
 
 

@@ -14,13 +14,13 @@ import pytest
 pytest.importorskip("ray")
 
 from tests.test_variants import variant
+from yolo_orch.domain.variants import ExportFormat, Variant
 from yolo_orch.errors import VariantTampered
-from yolo_orch.manifests import manifest_digest
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.ray_cluster.node_cache import NodeModelCache, VariantOffer, WeightsOffer
 from yolo_orch.ray_cluster.parcels import pick_variant
-from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.variants import ExportFormat, Variant
+from yolo_orch.registry.manifests import manifest_digest
+from yolo_orch.registry.resolutions import ResolvedVariant
 
 FILES = {
     "model_openvino_model/model.xml": b"<net/>",

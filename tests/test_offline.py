@@ -63,7 +63,7 @@ from tests.yolo_fixtures import (
 ensure_ultralytics(base)
 
 from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.weights import ResolvedWeights, inspect_checkpoint, sha256_file
+from yolo_orch.registry.weights import ResolvedWeights, inspect_checkpoint, sha256_file
 
 # A non-ASCII class name makes ultralytics draw labels with PIL and look for its Arial font.
 path = build_checkpoint(base / "tiny.pt", class_names=("rød", "grün"))
@@ -104,12 +104,12 @@ ensure_ultralytics(base)
 
 from dataclasses import replace
 from yolo_orch.domain import JobKind
-from yolo_orch.manifests import copy_tree_hashing
+from yolo_orch.registry.manifests import copy_tree_hashing
 from yolo_orch.runners.export import YoloExportRunner
 from yolo_orch.runners.formats import load_variant
-from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.variants import ENTRY_NAMES, Variant
-from yolo_orch.weights import ResolvedWeights, sha256_file
+from yolo_orch.registry.resolutions import ResolvedVariant
+from yolo_orch.domain.variants import ENTRY_NAMES, Variant
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 
 path = build_checkpoint(base / "tiny.pt")
 [image] = make_images(base / "images", 1)

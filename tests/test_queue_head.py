@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from yolo_orch.dispatch.queue_head import MAX_AGE_S, MAX_HELD, SPARE, QueueHead
 from yolo_orch.domain import Job, JobKind, NewJob, QueueOrder
-from yolo_orch.queue_head import MAX_AGE_S, MAX_HELD, SPARE, QueueHead
 from yolo_orch.store.memory import InMemoryJobStore
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)

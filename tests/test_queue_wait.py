@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from yolo_orch.dispatch.queue_wait import expected_wait_s
 from yolo_orch.domain import Job, JobKind, JobState, Progress
-from yolo_orch.queue_wait import expected_wait_s
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 INFERENCE, TRAINING = JobKind.INFERENCE, JobKind.TRAINING

@@ -14,9 +14,10 @@ import pytest
 
 from yolo_orch.domain import Model, NewModel
 from yolo_orch.errors import InvalidJob, ModelNameTaken, ModelNotFound, ModelUnusable
-from yolo_orch.registry import ModelRegistry
+from yolo_orch.registry.models import ModelRegistry
+from yolo_orch.registry.weights import CheckpointInfo
+from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.store.memory import InMemoryModelStore
-from yolo_orch.weights import CheckpointInfo
 
 WAIT = 0.3
 """How long a stalled store call waits for the other side of a race. With the registry's lock
@@ -78,7 +79,9 @@ class RacingStore(InMemoryModelStore):
 
 
 def registry(store: InMemoryModelStore, tmp_path: Path) -> ModelRegistry:
-    return ModelRegistry(store, tmp_path / "models", [], fake_inspect)
+    return ModelRegistry(
+        store, tmp_path / "models", [], fake_inspect, check_variant=check_on_cpu(tmp_path)
+    )
 
 
 async def test_a_refused_import_keeps_the_file_a_concurrent_import_registered(
@@ -154,7 +157,13 @@ async def test_a_path_import_without_a_name_gets_a_valid_one_from_the_file(tmp_p
     root = tmp_path / "weights"
     (root / "runs").mkdir(parents=True)
     (root / "runs" / "best weights (v2).pt").write_bytes(b"x")
-    models = ModelRegistry(InMemoryModelStore(), tmp_path / "models", [root], fake_inspect)
+    models = ModelRegistry(
+        InMemoryModelStore(),
+        tmp_path / "models",
+        [root],
+        fake_inspect,
+        check_variant=check_on_cpu(tmp_path),
+    )
 
     model, _ = await models.import_path("runs/best weights (v2).pt", name=None)
 

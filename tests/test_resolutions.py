@@ -11,12 +11,13 @@ import anyio.to_thread
 import pytest
 
 from yolo_orch.domain import Model
+from yolo_orch.domain.variants import Variant
 from yolo_orch.errors import ModelUnusable
-from yolo_orch.registry import ModelRegistry
+from yolo_orch.registry.models import ModelRegistry
+from yolo_orch.registry.weights import CheckpointInfo
+from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.runners.yolo import RegistryAccess
 from yolo_orch.store.memory import InMemoryModelStore
-from yolo_orch.variants import Variant
-from yolo_orch.weights import CheckpointInfo
 
 
 class CountingStore(InMemoryModelStore):
@@ -51,7 +52,9 @@ def inspect(path: Path) -> CheckpointInfo:
 
 async def one_model(tmp_path: Path) -> tuple[CountingStore, ModelRegistry, Model]:
     store = CountingStore()
-    registry = ModelRegistry(store, tmp_path / "models", [], inspect)
+    registry = ModelRegistry(
+        store, tmp_path / "models", [], inspect, check_variant=check_on_cpu(tmp_path)
+    )
 
     async def body() -> AsyncIterator[bytes]:
         yield b"weights"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from yolo_orch.errors import ResultTooLarge
-from yolo_orch.jobfiles import RESULT_FILE, RESULT_INDEX, JobFiles
-from yolo_orch.resultfile import EntryPage, page_of
+from yolo_orch.files.jobfiles import RESULT_FILE, RESULT_INDEX, JobFiles
+from yolo_orch.files.resultfile import EntryPage, page_of
 
 
 def entry(i: int) -> dict[str, Any]:

@@ -139,7 +139,7 @@ async def test_orphaned_uploads_and_stale_temporary_files_are_swept_at_start(
 async def test_a_line_still_queued_for_a_deleted_job_does_not_make_its_folder_again(
     settings_factory: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("yolo_orch.logs.BATCH_S", 30.0)  # lines wait in the queue until settled
+    monkeypatch.setattr("yolo_orch.ops.logs.BATCH_S", 30.0)  # lines wait in the queue until settled
     settings = settings_factory(sim_lanes=1)
     async with serve(create_app(settings)) as client:
         done, other = await _finished(client), await _finished(client)

@@ -11,18 +11,18 @@ import pytest
 from pydantic import ValidationError
 
 from tests.test_admission import Behaviour, Harness, ScriptedExecutor
-from yolo_orch.admission import Lanes
-from yolo_orch.clock import utcnow
-from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.dispatch.dispatcher import Dispatcher
+from yolo_orch.dispatch.lanes import Lanes
+from yolo_orch.dispatch.run_limits import RunLimits
 from yolo_orch.domain import ErrorCode, Job, JobKind, JobResult, JobState, NewJob, Progress
 from yolo_orch.errors import JobCancelled
-from yolo_orch.jobfiles import JobFiles
+from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.params.common import MAX_TIMEOUT_S, JobParams
 from yolo_orch.params.export import ExportParams
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.params.training import TrainingParams
 from yolo_orch.params.validation import ValidationParams
-from yolo_orch.run_limits import RunLimits
 from yolo_orch.runners.base import RunContext
 from yolo_orch.store.memory import InMemoryJobStore
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_orch.safe_yaml import MAX_DEPTH, YamlRefused, load_file
+from yolo_orch.files.safe_yaml import MAX_DEPTH, YamlRefused, load_file
 
 
 def load(tmp_path: Path, text: str, max_bytes: int = 1 << 20, max_nodes: int = 1000) -> object:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_orch.sdnotify import Notifier
+from yolo_orch.ops.sdnotify import Notifier
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIT = ROOT / "deploy" / "yolo-orch.service"

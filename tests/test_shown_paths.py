@@ -16,23 +16,23 @@ import yaml
 from tests.test_admission import ScriptedExecutor
 from tests.training_fixtures import TrainingRecorder, make_dataset
 from tests.yolo_fixtures import ensure_ultralytics, fixed_resolver
-from yolo_orch.admission import Lanes
-from yolo_orch.clock import utcnow
-from yolo_orch.config import Settings
-from yolo_orch.datasets import load_dataset
-from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.config import Settings, server_paths
+from yolo_orch.dispatch.dispatcher import Dispatcher
+from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import JobKind, JobResult, NewJob
 from yolo_orch.errors import InvalidJob, PathOutsideRoots
-from yolo_orch.jobfiles import JobFiles
-from yolo_orch.manifests import copy_tree_hashing, fingerprint_tree
+from yolo_orch.files.datasets import load_dataset
+from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.files.shown_paths import ShownPaths
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.params.inference import InferenceParams
+from yolo_orch.registry.manifests import copy_tree_hashing, fingerprint_tree
+from yolo_orch.registry.weights import ResolvedWeights
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.predict import load_model
 from yolo_orch.runners.sources import registry_weights
 from yolo_orch.runners.training import YoloTrainingRunner
-from yolo_orch.shown_paths import ShownPaths, server_paths
 from yolo_orch.store.memory import InMemoryJobStore
-from yolo_orch.weights import ResolvedWeights
 
 
 def assert_no_server_path(text: str, tmp_path: Path) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from yolo_orch.clock import utcnow
 from yolo_orch.domain import Job, JobKind, JobState, Progress
+from yolo_orch.files.start_journal import TRIM_BYTES, Started, StartJournal
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.runners.base import RunContext
-from yolo_orch.start_journal import TRIM_BYTES, Started, StartJournal
 
 
 def context(job_id: str, attempt: int, devices: tuple[str, ...] = ("sim:0",)) -> RunContext:

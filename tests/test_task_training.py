@@ -17,11 +17,11 @@ from tests.training_fixtures import TrainingRecorder
 from tests.yolo_fixtures import ensure_ultralytics, fixed_resolver
 from yolo_orch.api.results import ValidationResultDetail
 from yolo_orch.errors import InvalidJob, JobCancelled
+from yolo_orch.files.task_data import check_task_dataset, load_task_dataset
+from yolo_orch.registry.weights import ResolvedWeights, inspect_checkpoint, sha256_file
 from yolo_orch.runners.trainers import trainer_class, wrap_parallel
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.runners.validation import YoloValidationRunner
-from yolo_orch.task_data import check_task_dataset, load_task_dataset
-from yolo_orch.weights import ResolvedWeights, inspect_checkpoint, sha256_file
 
 FAST = {"imgsz": 64, "batch": 4}  # 8 train images: 2 batches an epoch; 4 val images: 1 batch
 RELATIVE = {task: f"{task}/data.yaml" for task in TASKS} | {"classify": "classify"}

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from yolo_orch.telemetry import GpuReading, GpuTelemetry
+from yolo_orch.ops.telemetry import GpuReading, GpuTelemetry
 
 NOT_SUPPORTED = 3
 GPU_IS_LOST = 15

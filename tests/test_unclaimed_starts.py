@@ -12,9 +12,8 @@ import pytest
 
 from tests.test_admission import Harness, ScriptedExecutor
 from tests.test_start_journal import context
-from yolo_orch.admission import Lanes
-from yolo_orch.clock import utcnow
-from yolo_orch.dispatcher import Dispatcher
+from yolo_orch.dispatch.dispatcher import Dispatcher
+from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import (
     ErrorCode,
     Job,
@@ -26,7 +25,8 @@ from yolo_orch.domain import (
     QueueOrder,
 )
 from yolo_orch.errors import JobCancelled
-from yolo_orch.jobfiles import JobFiles
+from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.runners.base import RunContext
 from yolo_orch.store.memory import InMemoryJobStore
 

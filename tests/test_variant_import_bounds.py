@@ -30,7 +30,7 @@ from tests.test_variant_imports import (
     refused,
 )
 from yolo_orch.errors import InvalidJob
-from yolo_orch.variant_imports import EXPANSION_SLACK, MAX_EXPANSION, unpack_openvino_zip
+from yolo_orch.registry.variant_imports import EXPANSION_SLACK, MAX_EXPANSION, unpack_openvino_zip
 
 __all__ = ["api", "api_app"]  # the fixtures, shared with the other import tests
 
@@ -95,7 +95,8 @@ async def test_a_folder_with_another_file_or_over_the_upload_bound_is_refused_be
 ) -> None:
     copies: list[Path] = []
     monkeypatch.setattr(
-        "yolo_orch.variant_registry.copy_tree_hashing", lambda source, *args: copies.append(source)
+        "yolo_orch.registry.variant_store.copy_tree_hashing",
+        lambda source, *args: copies.append(source),
     )
     root = tmp_path / "weights"
     for name, extra in (("extra_openvino_model", "notes.txt"), ("huge_openvino_model", None)):

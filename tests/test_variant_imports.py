@@ -20,15 +20,15 @@ from tests.test_api import assert_problem
 from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.domain.variants import ExportFormat
 from yolo_orch.errors import InvalidJob
-from yolo_orch.variant_imports import (
+from yolo_orch.registry.variant_imports import (
     BATCH_RANGE,
     IMGSZ_RANGE,
     ExportedMetadata,
     describe,
     unpack_openvino_zip,
 )
-from yolo_orch.variants import ExportFormat
 
 GOOD_METADATA = "task: detect\nbatch: 1\nimgsz: [64, 64]\nnames: {0: cat, 1: dog}\nargs: {}\n"
 DYNAMIC = (-1, 3, -1, -1)

@@ -24,11 +24,11 @@ from tests.test_yolo_export import Registry, export_context
 from tests.yolo_fixtures import RecordingContext, build_task_checkpoint, ensure_ultralytics
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.domain.variants import REPRODUCTION_TOLERANCES
 from yolo_orch.errors import InvalidJob
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners import export as export_runner
 from yolo_orch.runners.export import YoloExportRunner
-from yolo_orch.variants import REPRODUCTION_TOLERANCES
-from yolo_orch.weights import ResolvedWeights, sha256_file
 
 IMGSZ = 64
 

@@ -12,10 +12,11 @@ import pytest
 
 from tests.test_api_export import Host, host
 from tests.test_inference_formats import infer
-from yolo_orch.registry import ModelRegistry
+from yolo_orch.registry.models import ModelRegistry
+from yolo_orch.registry.variant_store import VariantRegistry
 from yolo_orch.runners import inference
+from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.store.memory import InMemoryModelStore
-from yolo_orch.variant_registry import VariantRegistry
 
 __all__ = ["host"]  # the fixture, shared with the export tests
 
@@ -52,7 +53,9 @@ def registry(tmp_path: Path) -> VariantRegistry:
     def no_inspect(path: Path) -> Any:
         raise AssertionError("nothing is imported here")
 
-    return ModelRegistry(InMemoryModelStore(), tmp_path, [], no_inspect).variants
+    return ModelRegistry(
+        InMemoryModelStore(), tmp_path, [], no_inspect, check_variant=check_on_cpu(tmp_path)
+    ).variants
 
 
 async def test_a_success_starts_the_count_again(tmp_path: Path) -> None:

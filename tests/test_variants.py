@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from yolo_orch.errors import ModelTampered
-from yolo_orch.manifests import copy_tree_hashing, fingerprint_entry, fingerprint_tree, verify_tree
-from yolo_orch.variants import (
+from yolo_orch.domain.variants import (
     ExportFormat,
     LaneRuntime,
     Lineage,
@@ -19,6 +17,13 @@ from yolo_orch.variants import (
     choose_variant,
     export_refusal,
     named_variant,
+)
+from yolo_orch.errors import ModelTampered
+from yolo_orch.registry.manifests import (
+    copy_tree_hashing,
+    fingerprint_entry,
+    fingerprint_tree,
+    verify_tree,
 )
 
 H200 = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "tensorrt_version": "10.9.0"}

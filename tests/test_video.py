@@ -23,9 +23,9 @@ from yolo_orch.api.results import InferenceResultDetail
 from yolo_orch.domain import Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.params.inference import BOTSORT_SETTINGS, TrackerSettings
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.tracking import FrameTracker, tracker_config
-from yolo_orch.weights import ResolvedWeights, sha256_file
 
 IMGSZ = 128
 FRAMES = 36

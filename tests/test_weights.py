@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.yolo_fixtures import CLASS_NAMES, build_checkpoint, ensure_ultralytics
-from yolo_orch.weights import InvalidWeights, inspect_checkpoint, sha256_file
+from yolo_orch.registry.weights import InvalidWeights, inspect_checkpoint, sha256_file
 
 
 @pytest.fixture(scope="module")

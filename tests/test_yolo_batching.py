@@ -17,11 +17,11 @@ from tests.yolo_fixtures import (
     make_images,
     write_corrupt,
 )
-from yolo_orch.batching import BatchRecord
 from yolo_orch.domain import JobResult
 from yolo_orch.errors import JobCancelled
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
+from yolo_orch.runners.base import BatchRecord
 from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.weights import ResolvedWeights, sha256_file
 
 IMGSZ = 128
 

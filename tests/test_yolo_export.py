@@ -14,8 +14,8 @@ import pytest
 from tests.yolo_fixtures import RecordingContext, build_checkpoint, ensure_ultralytics
 from yolo_orch.domain import JobKind
 from yolo_orch.errors import ExportDependencyMissing, JobCancelled
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.export import ExportedFiles, YoloExportRunner
-from yolo_orch.weights import ResolvedWeights, sha256_file
 
 
 @pytest.fixture(scope="module")
@@ -139,9 +139,9 @@ def test_loading_a_variant_whose_runtime_is_missing_names_the_package(
 ) -> None:
     from datetime import UTC, datetime
 
+    from yolo_orch.domain.variants import ExportFormat, Lineage, Variant
+    from yolo_orch.registry.resolutions import ResolvedVariant
     from yolo_orch.runners.formats import load_variant
-    from yolo_orch.variant_registry import ResolvedVariant
-    from yolo_orch.variants import ExportFormat, Lineage, Variant
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     lineage = Lineage("a" * 64, 64, False, False, False, 1, "cpu")

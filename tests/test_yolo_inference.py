@@ -20,9 +20,9 @@ from tests.yolo_fixtures import (
 from yolo_orch.domain import Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.params.inference import InferenceParams
+from yolo_orch.registry.weights import ModelTampered, ResolvedWeights, sha256_file
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.model_cache import ModelCache
-from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
 
 IMGSZ = 128  # small and quick; the images are 96-200 px wide
 

@@ -19,8 +19,8 @@ from tests.yolo_fixtures import (
 )
 from yolo_orch.errors import InvalidJob, InvalidWeights
 from yolo_orch.params.inference import INFERENCE_TASKS, applicable_tasks, check_task
+from yolo_orch.registry.weights import ResolvedWeights, inspect_checkpoint, sha256_file
 from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.weights import ResolvedWeights, inspect_checkpoint, sha256_file
 
 IMGSZ = 96
 BOX_PARAMS = {"max_det": 8}

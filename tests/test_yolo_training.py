@@ -19,13 +19,18 @@ from tests.yolo_fixtures import (
     fixed_resolver,
     make_images,
 )
-from yolo_orch.datasets import check_dataset
 from yolo_orch.domain import JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
+from yolo_orch.files.datasets import check_dataset
+from yolo_orch.registry.weights import (
+    ModelTampered,
+    ResolvedWeights,
+    inspect_checkpoint,
+    sha256_file,
+)
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.trainers import wrap_parallel
 from yolo_orch.runners.training import YoloTrainingRunner
-from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
 
 FAST = {"imgsz": 64, "batch": 8}  # 16 train images: 2 batches an epoch
 

@@ -16,47 +16,47 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from yolo_orch import __version__
-from yolo_orch.admission import Lanes
-from yolo_orch.api import devices, health, job_images, jobs, model_files, registry, submit
+from yolo_orch.api import devices, health, job_images, jobs, model_files, models, submit
 from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
 from yolo_orch.api.docs import install_docs
+from yolo_orch.api.gpu_history import TelemetryHistory, gpu_sampler
 from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.origins import EXPOSED_HEADERS, SameOrigin, host_names
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
+from yolo_orch.api.prometheus import ConnectionCounts, Metrics
 from yolo_orch.api.protocol import HeadAsGet
-from yolo_orch.batching import BatchPolicy
-from yolo_orch.class_names import ClassNameLimits
-from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings
-from yolo_orch.diskguard import DiskGuard, FreeSpace, statvfs_free
-from yolo_orch.dispatcher import Dispatcher
-from yolo_orch.events import JobEvents, PublishingJobStore
-from yolo_orch.executor import Executor, ThreadExecutor
-from yolo_orch.images import limit_decoders
-from yolo_orch.inputs import InputLimits
-from yolo_orch.jobfiles import JobFiles
-from yolo_orch.lock import InstanceLock
-from yolo_orch.logs import install_job_logs, remove_job_logs
-from yolo_orch.metrics import ConnectionCounts, Metrics
-from yolo_orch.registry import ModelRegistry
-from yolo_orch.retention import Retention, RetentionRules
-from yolo_orch.run_limits import RunLimits
+from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings, server_paths
+from yolo_orch.dispatch.batching import BatchPolicy
+from yolo_orch.dispatch.dispatcher import Dispatcher
+from yolo_orch.dispatch.executor import Executor, ThreadExecutor
+from yolo_orch.dispatch.lanes import Lanes
+from yolo_orch.dispatch.run_limits import RunLimits
+from yolo_orch.files.class_names import ClassNameLimits
+from yolo_orch.files.images import limit_decoders
+from yolo_orch.files.inputs import InputLimits
+from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.jobs.notifications import JobEvents, PublishingJobStore
+from yolo_orch.jobs.service import JobService
+from yolo_orch.ops.diskguard import DiskGuard, FreeSpace, statvfs_free
+from yolo_orch.ops.lock import InstanceLock
+from yolo_orch.ops.logs import install_job_logs, remove_job_logs
+from yolo_orch.ops.retention import Retention, RetentionRules
+from yolo_orch.ops.telemetry import GpuTelemetry
+from yolo_orch.registry.models import ModelRegistry
+from yolo_orch.registry.weights import CheckpointInfo
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
-from yolo_orch.service import JobService
-from yolo_orch.shown_paths import server_paths
+from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.store import migrate
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
 from yolo_orch.store.sqlite import SQLiteJobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase
-from yolo_orch.store.sqlite_registry import SQLiteModelStore
-from yolo_orch.telemetry import GpuTelemetry
-from yolo_orch.telemetry_history import TelemetryHistory, gpu_sampler
+from yolo_orch.store.sqlite_models import SQLiteModelStore
 from yolo_orch.ui import install_ui
-from yolo_orch.weights import CheckpointInfo
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def create_app(
     install_ui(app)  # the dashboard, at / and /ui, also from the package
     install_problem_handlers(app)
     install_problem_openapi(app, tokens.needs_token if tokens.enabled else None)
-    routers = (submit.router, jobs.router, registry.router, model_files.router, devices.router)
+    routers = (submit.router, jobs.router, models.router, model_files.router, devices.router)
     for router in (
         *routers,
         health.router,
@@ -169,6 +169,7 @@ async def _start(
         settings.model_roots,
         inspect,
         class_name_limits,
+        check_variant=check_on_cpu(settings.data_dir / "ultralytics"),
         file_limiter=file_limiter,
         variant_retire_after_failures=settings.variant_retire_after_failures,
     )
@@ -382,8 +383,8 @@ def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
 
 def _inspect(ultralytics_dir: Path, path: Path) -> CheckpointInfo:
     # Imports torch and ultralytics on the first import of weights, after making it safe.
+    from yolo_orch.registry.weights import inspect_checkpoint
     from yolo_orch.runners.yolo_env import configure_ultralytics
-    from yolo_orch.weights import inspect_checkpoint
 
     configure_ultralytics(ultralytics_dir)
     return inspect_checkpoint(path)

@@ -43,14 +43,14 @@ from yolo_orch import __version__
 from yolo_orch.client.commands import register
 from yolo_orch.client.errors import ExitCode, exit_codes_help
 from yolo_orch.client.help_text import PlainHelpGroup
-from yolo_orch.sdnotify import Notifier
+from yolo_orch.ops.sdnotify import Notifier
 
 if TYPE_CHECKING:  # the client commands start without the server's imports
     from fastapi import FastAPI
 
+    from yolo_orch.api.banner import OpenFiles
     from yolo_orch.api.connections import ConnectionBook
     from yolo_orch.api.deps import Services
-    from yolo_orch.banner import OpenFiles
     from yolo_orch.config import Settings
 
 log = logging.getLogger("yolo_orch")
@@ -128,7 +128,7 @@ class DrainingServer(uvicorn.Server):
 
     def _log_banner(self) -> None:
         """Once listening, so that its URLs name the port really bound (`port = 0` too)."""
-        from yolo_orch.banner import base_url, startup_banner
+        from yolo_orch.api.banner import base_url, startup_banner
 
         ports = [sock.getsockname()[1] for server in self.servers for sock in server.sockets]
         url = base_url(self._settings.host, ports[0] if ports else self._settings.port)
@@ -367,12 +367,12 @@ def _settings(config: Path | None, **overrides: Any) -> Settings:
 
 
 def _serve(settings: Settings) -> int:
+    from yolo_orch.api.banner import OpenFiles
     from yolo_orch.api.connections import ConnectionBook, connection_limit
     from yolo_orch.app import create_app
-    from yolo_orch.banner import OpenFiles
     from yolo_orch.errors import InstanceLocked
-    from yolo_orch.fd_limit import raise_open_files_limit
-    from yolo_orch.lock import InstanceLock
+    from yolo_orch.ops.fd_limit import raise_open_files_limit
+    from yolo_orch.ops.lock import InstanceLock
     from yolo_orch.runners.heap import keep_freed_memory
 
     keep_freed_memory(settings.heap_retain_mb << 20)  # before any thread of the server starts
@@ -416,7 +416,7 @@ def _migrate(settings: Settings) -> int:
 
 
 def _configure_logging(settings: Settings) -> None:
-    from yolo_orch.logs import configure_logging
+    from yolo_orch.ops.logs import configure_logging
 
     configure_logging(settings.log_level, json_lines=settings.log_format == "json")
 

@@ -26,8 +26,8 @@ from tests.yolo_fixtures import (
     make_images,
 )
 from yolo_orch.domain import ErrorCode, JobKind
-from yolo_orch.failures import failure_of
-from yolo_orch.weights import ResolvedWeights, sha256_file
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
+from yolo_orch.runners.failures import failure_of
 
 if TYPE_CHECKING:
     import torch
@@ -285,7 +285,7 @@ def test_data_parallel_over_two_lanes_runs_a_replica_on_each(
 def test_nvml_reads_every_cuda_lane(lane: str) -> None:
     import torch
 
-    from yolo_orch.telemetry import GpuTelemetry
+    from yolo_orch.ops.telemetry import GpuTelemetry
 
     index = torch.device(lane).index
     telemetry = GpuTelemetry()

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from yolo_orch.admission import Lanes
+from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import Job, JobKind, JobState, Progress
 from yolo_orch.errors import YoloOrchError
+from yolo_orch.files.start_journal import Started, StartJournal
 from yolo_orch.runners.base import RunContext
-from yolo_orch.start_journal import Started, StartJournal
 
 pytestmark = pytest.mark.ray
 

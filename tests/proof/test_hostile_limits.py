@@ -20,7 +20,7 @@ import pytest
 
 from tests.acceptance.conftest import Server, ServerFactory, sim_inference, submit, wait_terminal
 from tests.hostile import PeakRss, png_bomb
-from yolo_orch.jobfiles import JobFiles
+from yolo_orch.files.jobfiles import JobFiles
 
 pytestmark = pytest.mark.acceptance
 

@@ -26,7 +26,7 @@ from typing import Protocol
 import anyio
 from starlette.types import Scope
 
-from yolo_orch.stop_signal import StopSignal
+from yolo_orch.ops.stop_signal import StopSignal
 
 SHED_EXTENSION = "yolo_orch.shed"
 """The scope extension holding a request's `StopSignal`: set when its connection is shed."""

@@ -9,21 +9,21 @@ from typing import Annotated
 import anyio
 from fastapi import Depends, Request
 
-from yolo_orch.admission import Lanes
+from yolo_orch.api.gpu_history import TelemetryHistory
+from yolo_orch.api.prometheus import Metrics
 from yolo_orch.config import Settings
-from yolo_orch.diskguard import DiskGuard
-from yolo_orch.dispatcher import Dispatcher
-from yolo_orch.events import JobEvents
-from yolo_orch.executor import ClusterView
-from yolo_orch.jobfiles import JobFiles
-from yolo_orch.metrics import Metrics
-from yolo_orch.registry import ModelRegistry
-from yolo_orch.retention import Retention
+from yolo_orch.dispatch.dispatcher import Dispatcher
+from yolo_orch.dispatch.executor import ClusterView
+from yolo_orch.dispatch.lanes import Lanes
+from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.jobs.notifications import JobEvents
+from yolo_orch.jobs.service import JobService
+from yolo_orch.ops.diskguard import DiskGuard
+from yolo_orch.ops.retention import Retention
+from yolo_orch.ops.telemetry import GpuTelemetry
+from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
-from yolo_orch.service import JobService
 from yolo_orch.store.base import JobStore
-from yolo_orch.telemetry import GpuTelemetry
-from yolo_orch.telemetry_history import TelemetryHistory
 
 
 @dataclass(frozen=True)

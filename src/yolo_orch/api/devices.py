@@ -9,9 +9,9 @@ import anyio.to_thread
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from yolo_orch.admission import Lane
 from yolo_orch.api.deps import Services, ServicesDep
-from yolo_orch.telemetry import GpuReading, NodeReading
+from yolo_orch.dispatch.lanes import Lane
+from yolo_orch.ops.telemetry import GpuReading, NodeReading
 
 router = APIRouter(prefix="/v1/devices", tags=["devices"])
 

@@ -16,8 +16,8 @@ from yolo_orch.api.connections import SHED_EXTENSION
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.schemas import JobPublic
 from yolo_orch.errors import JobNotFound
-from yolo_orch.events import JobEvents
-from yolo_orch.stop_signal import StopSignal
+from yolo_orch.jobs.notifications import JobEvents
+from yolo_orch.ops.stop_signal import StopSignal
 
 router = APIRouter(prefix="/v1/events", tags=["jobs"])
 

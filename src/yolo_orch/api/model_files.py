@@ -19,11 +19,11 @@ from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.file_responses import RANGE_RESPONSES, RangedFileResponse
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.domain import Job, Model
-from yolo_orch.downloads import download_name, openvino_zip, verify_file
+from yolo_orch.domain.variants import ExportFormat, Variant
 from yolo_orch.errors import ModelNotFound, ModelTampered, VariantNotFound, VariantTampered
-from yolo_orch.manifests import verify_tree
-from yolo_orch.variant_imports import entry_of
-from yolo_orch.variants import ExportFormat, Variant
+from yolo_orch.registry.downloads import download_name, openvino_zip, verify_file
+from yolo_orch.registry.manifests import verify_tree
+from yolo_orch.registry.variant_imports import entry_of
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

@@ -15,7 +15,7 @@ from starlette.types import Scope
 from yolo_orch.api.connections import released_if_shed
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.domain import Job
-from yolo_orch.service import JobService
+from yolo_orch.jobs.service import JobService
 
 PREFER_DESCRIPTION = (
     "`wait=N` (RFC 7240): hold the answer up to N seconds (at most `max_wait_s`) until the job "

@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 
 from yolo_orch import errors
 from yolo_orch.api.connections import PROBE_PATHS
-from yolo_orch.failures import disk_full
+from yolo_orch.runners.failures import disk_full
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from yolo_orch.api.connections import (
     Hold,
 )
 from yolo_orch.api.problems import PROBLEM_MEDIA_TYPE, problem_body, problem_response
-from yolo_orch.stop_signal import StopSignal
+from yolo_orch.ops.stop_signal import StopSignal
 
 
 class HeadAsGet:

@@ -26,8 +26,8 @@ from yolo_orch.api.schemas import (
 )
 from yolo_orch.domain import Job, NewJob
 from yolo_orch.errors import InsufficientStorage, InvalidJob, QueueFull, UnsupportedMediaType
-from yolo_orch.images import refuse_oversized
-from yolo_orch.jobfiles import JobFiles
+from yolo_orch.files.images import refuse_oversized
+from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.params.inference import InferenceParams
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httpx
 from httpx_sse import ServerSentEvent
@@ -15,8 +15,18 @@ from pydantic import ValidationError
 from yolo_orch.client.errors import TERMINAL_STATES, ApiError, ExitCode
 from yolo_orch.client.shapes import Job, JobEvent
 
-if TYPE_CHECKING:
-    from yolo_orch.client.sync import Client
+
+class Client(Protocol):
+    """What following needs of a client (`client.sync.Client`)."""
+
+    def job(self, job_id: str, *, wait_s: float | None = None) -> Job: ...
+
+    def stream_events(
+        self, job_id: str, last_event_id: str | None = None
+    ) -> Generator[ServerSentEvent, None, None]: ...
+
+    def unreachable(self, exc: httpx.TransportError) -> ApiError: ...
+
 
 POLL_INTERVAL_S = 0.5
 RECONNECT_BUDGET_S = 30.0

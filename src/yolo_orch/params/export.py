@@ -6,8 +6,8 @@ from typing import Annotated, Self
 
 from pydantic import BeforeValidator, Field, model_validator
 
+from yolo_orch.domain.variants import INT8_FORMATS, SIMPLIFY_FORMATS, ExportFormat
 from yolo_orch.params.common import EXPORT_BATCH_MAX, IMGSZ_MAX, IMGSZ_MIN, SimulatedParams
-from yolo_orch.variants import INT8_FORMATS, SIMPLIFY_FORMATS, ExportFormat
 
 STRIDE = 32
 """YOLO's largest stride: ultralytics rounds other sizes up, which would make the lineage lie."""

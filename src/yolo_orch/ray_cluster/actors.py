@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 
 import ray
 
-from yolo_orch.failures import failure_of
 from yolo_orch.ray_cluster.node_side import (
     Event,
     Failed,
@@ -46,6 +45,7 @@ from yolo_orch.ray_cluster.node_side import (
     runtime_of,
     serve_task,
 )
+from yolo_orch.runners.failures import failure_of
 
 LANE_PREFIX = "lane:"
 JOB_HOST_PREFIX = "host:"

@@ -26,9 +26,9 @@ from ray.exceptions import (
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from yolo_orch.batching import BatchOutcome
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult
 from yolo_orch.errors import JobCancelled, RunLost, YoloOrchError
+from yolo_orch.files.start_journal import StartJournal
 from yolo_orch.ray_cluster.actors import ping
 from yolo_orch.ray_cluster.hosts import Host, Hosts
 from yolo_orch.ray_cluster.node_side import (
@@ -45,8 +45,7 @@ from yolo_orch.ray_cluster.node_side import (
 )
 from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
 from yolo_orch.ray_cluster.stops import Stops
-from yolo_orch.runners.base import RunContext
-from yolo_orch.start_journal import StartJournal
+from yolo_orch.runners.base import BatchOutcome, RunContext
 
 log = logging.getLogger(__name__)
 

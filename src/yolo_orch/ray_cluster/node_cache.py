@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from yolo_orch.domain.variants import Variant
 from yolo_orch.errors import ModelNotFound, ModelTampered, VariantTampered
-from yolo_orch.manifests import manifest_digest, remove_tree, verify_tree
-from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.variants import Variant
-from yolo_orch.weights import ResolvedWeights, sha256_file
+from yolo_orch.registry.manifests import manifest_digest, remove_tree, verify_tree
+from yolo_orch.registry.resolutions import ResolvedVariant
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 
 log = logging.getLogger(__name__)
 

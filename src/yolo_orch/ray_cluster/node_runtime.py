@@ -13,15 +13,15 @@ from pathlib import Path
 
 from yolo_orch.domain import Job, JsonObject
 from yolo_orch.errors import DatasetNotShared
-from yolo_orch.jobfiles import INPUTS_DIR
+from yolo_orch.files.jobfiles import INPUTS_DIR
 from yolo_orch.ray_cluster.node_cache import NodeModelCache
 from yolo_orch.ray_cluster.registration import pending_model
+from yolo_orch.registry.resolutions import ResolvedVariant
+from yolo_orch.registry.weights import ResolvedWeights
 from yolo_orch.runners.base import Runner, Runtime
 from yolo_orch.runners.export import ExportedFiles
 from yolo_orch.runners.simulated import SimulatedRuntime
 from yolo_orch.setting_hints import env_var, set_setting
-from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.weights import ResolvedWeights
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def node_runtime(
     """Blocking: the real runtime imports torch and ultralytics (once per worker process)."""
     if spec.name == "simulated":
         return SimulatedRuntime(lane_count)
-    from yolo_orch.images import limit_decoders
+    from yolo_orch.files.images import limit_decoders
     from yolo_orch.runners.yolo import UltralyticsRuntime
 
     limit_decoders(spec.max_image_pixels)

@@ -18,8 +18,7 @@ import ray
 
 from yolo_orch.domain import ErrorCode, Job, JobError, JobResult, Progress
 from yolo_orch.errors import JobCancelled, VariantTampered
-from yolo_orch.failures import failure_of
-from yolo_orch.jobfiles import INPUTS_DIR, JOB_LOG, RESULT_FILE, RESULT_INDEX
+from yolo_orch.files.jobfiles import INPUTS_DIR, JOB_LOG, RESULT_FILE, RESULT_INDEX
 from yolo_orch.ray_cluster.node_cache import NodeModelCache, VariantOffer, WeightsOffer
 from yolo_orch.ray_cluster.node_runtime import (
     NodeRuntimeSpec,
@@ -30,6 +29,7 @@ from yolo_orch.ray_cluster.node_runtime import (
 )
 from yolo_orch.ray_cluster.nodes import NODE_NAME_CHARS
 from yolo_orch.runners.base import RunContext, Runtime
+from yolo_orch.runners.failures import failure_of
 
 _POLL_S = 0.1
 _SERVER_FILES = frozenset({JOB_LOG, RESULT_FILE, RESULT_INDEX})

@@ -16,8 +16,8 @@ import ray
 from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from yolo_orch.ops.telemetry import GpuReading, GpuTelemetry, NodeReading
 from yolo_orch.ray_cluster.nodes import ClusterNode, ClusterWatcher
-from yolo_orch.telemetry import GpuReading, GpuTelemetry, NodeReading
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from yolo_orch.admission import Lanes
+from yolo_orch.dispatch.lanes import Lanes
 
 log = logging.getLogger(__name__)
 

@@ -16,21 +16,21 @@ from typing import Any, BinaryIO
 
 import anyio.to_thread
 
-from yolo_orch import images
 from yolo_orch.domain import Job, JobKind
+from yolo_orch.domain.variants import ExportFormat, LaneRuntime, variant_for
 from yolo_orch.errors import InvalidJobInput
-from yolo_orch.inputs import open_contained
-from yolo_orch.jobfiles import INPUTS_DIR
+from yolo_orch.files import images
+from yolo_orch.files.inputs import open_contained
+from yolo_orch.files.jobfiles import INPUTS_DIR
+from yolo_orch.files.videos import is_video
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.ray_cluster.node_cache import VariantOffer, WeightsOffer
 from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec, ShippedInput
 from yolo_orch.ray_cluster.node_side import NodeTask, travels
+from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.decode import InputFile, read_inputs
 from yolo_orch.runners.formats import runnable_formats
-from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.variants import ExportFormat, LaneRuntime, variant_for
-from yolo_orch.videos import is_video
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from yolo_orch.batching import BatchOutcome
+from yolo_orch.dispatch.executor import Executor
 from yolo_orch.domain import Job, JobResult, JsonObject
 from yolo_orch.errors import ModelTampered, YoloOrchError
-from yolo_orch.executor import Executor
-from yolo_orch.jobfiles import ARTIFACTS_DIR
-from yolo_orch.registry import ModelRegistry, model_view
-from yolo_orch.runners.base import RunContext
-from yolo_orch.weights import sha256_file
+from yolo_orch.files.jobfiles import ARTIFACTS_DIR
+from yolo_orch.registry.models import ModelRegistry, model_view
+from yolo_orch.registry.weights import sha256_file
+from yolo_orch.runners.base import BatchOutcome, RunContext
 
 PENDING = "registered_on_server"
 """The key of a produced model's view that the server has still to register."""

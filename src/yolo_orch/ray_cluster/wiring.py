@@ -9,18 +9,18 @@ from dataclasses import dataclass
 import anyio.to_thread
 import ray
 
-from yolo_orch.admission import Lanes
 from yolo_orch.config import Settings
+from yolo_orch.dispatch.executor import Executor, NodeInfo
+from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import Job
-from yolo_orch.executor import Executor, NodeInfo
+from yolo_orch.files.start_journal import StartJournal
 from yolo_orch.ray_cluster.executor import RayExecutor
 from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
 from yolo_orch.ray_cluster.node_telemetry import NodeTelemetry
 from yolo_orch.ray_cluster.nodes import ClusterWatcher
 from yolo_orch.ray_cluster.parcels import InputRules, ServerWeights, TaskBuilder
 from yolo_orch.ray_cluster.registration import RegistersResults
-from yolo_orch.registry import ModelRegistry
-from yolo_orch.start_journal import StartJournal
+from yolo_orch.registry.models import ModelRegistry
 
 log = logging.getLogger(__name__)
 

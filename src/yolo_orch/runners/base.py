@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from yolo_orch.domain import Job, JobKind, JobResult, Progress
+from yolo_orch.domain import ErrorCode, Job, JobKind, JobResult, Progress
+from yolo_orch.runners.failures import failure_of
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,59 @@ class Runtime(Protocol):
     def decoded_ahead(self) -> int:
         """Images whose job found them decoded ahead, since start."""
         ...
+
+
+BatchOutcome = JobResult | Exception
+"""What one job of a batch came to: its result, or what failed it alone."""
+
+
+@runtime_checkable
+class BatchRunner(Runner, Protocol):
+    def run_batch(self, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+        """Blocking. Run the jobs' images through shared forward passes; answer for each job in
+        order (a job's cancel, or its unusable input, is its own `Exception`). Raise only for what
+        fails the pass itself (CUDA out of memory, a sticky CUDA error)."""
+        ...
+
+
+def split_on_oom(
+    run_batch: Callable[[Sequence[RunContext]], list[BatchOutcome]], ctxs: Sequence[RunContext]
+) -> list[BatchOutcome]:
+    """Run the batch; when its forward pass runs out of memory, run each half on its own (and
+    their halves, down to single jobs) before failing anyone. Any other failure of the pass is
+    every job's."""
+    try:
+        return run_batch(ctxs)
+    except Exception as exc:
+        if len(ctxs) == 1 or failure_of(exc).code != ErrorCode.CUDA_OOM:
+            return [exc] * len(ctxs)
+        half = len(ctxs) // 2
+        return split_on_oom(run_batch, ctxs[:half]) + split_on_oom(run_batch, ctxs[half:])
+
+
+def run_each(runner: Runner, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+    """A batch through a runner that cannot share a pass: one job after another."""
+    outcomes: list[BatchOutcome] = []
+    for ctx in ctxs:
+        try:
+            outcomes.append(runner.run(ctx))
+        except Exception as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
+def run_batch(runner: Runner, ctxs: Sequence[RunContext]) -> list[BatchOutcome]:
+    """Blocking: the batch through `runner`, its pass split on OOM (see `split_on_oom`)."""
+    if isinstance(runner, BatchRunner):
+        return split_on_oom(runner.run_batch, ctxs)
+    return run_each(runner, ctxs)
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One forward pass shared by jobs: what tests and the batch log assert on."""
+
+    job_ids: tuple[str, ...]
+    images: int
+    ran: bool = True
+    """False when the pass ran out of memory (and was split)."""

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from yolo_orch import images
 from yolo_orch.domain import JsonObject
 from yolo_orch.errors import InvalidJobInput
-from yolo_orch.inputs import open_contained
+from yolo_orch.files import images
+from yolo_orch.files.inputs import open_contained
 
 if TYPE_CHECKING:
     import numpy as np

@@ -25,18 +25,18 @@ from typing import Any
 
 import yaml
 
-from yolo_orch.datasets import load_dataset
 from yolo_orch.domain import JobResult, JsonObject, Progress
+from yolo_orch.domain.variants import ENTRY_NAMES, ExportFormat, Lineage
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
-from yolo_orch.jobfiles import write_atomic
-from yolo_orch.logs import ultralytics_info_to_job_logs, warnings_to_job_logs
-from yolo_orch.manifests import Manifest, fingerprint_entry
+from yolo_orch.files.datasets import load_dataset
+from yolo_orch.files.jobfiles import write_atomic
+from yolo_orch.ops.logs import ultralytics_info_to_job_logs, warnings_to_job_logs
 from yolo_orch.params.export import ExportParams
+from yolo_orch.registry.manifests import Manifest, fingerprint_entry
+from yolo_orch.registry.weights import ModelTampered, ResolvedWeights, sha256_file
 from yolo_orch.runners.base import RunContext, Runner
 from yolo_orch.runners.formats import export_packages, lane_runtime, require_packages
 from yolo_orch.runners.variant_check import check_reproduces
-from yolo_orch.variants import ENTRY_NAMES, ExportFormat, Lineage
-from yolo_orch.weights import ModelTampered, ResolvedWeights, sha256_file
 
 __all__ = ["ExportedFiles", "ExportsAfterTraining", "YoloExportRunner"]
 

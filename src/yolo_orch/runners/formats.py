@@ -17,11 +17,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from yolo_orch.domain.variants import ExportFormat, LaneRuntime
 from yolo_orch.errors import ExportDependencyMissing, ModelTampered, VariantTampered
-from yolo_orch.manifests import verify_tree
 from yolo_orch.params.export import ExportParams
-from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.variants import ExportFormat, LaneRuntime
+from yolo_orch.registry.manifests import verify_tree
+from yolo_orch.registry.resolutions import ResolvedVariant
 
 if TYPE_CHECKING:
     from ultralytics.models import YOLO

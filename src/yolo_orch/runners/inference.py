@@ -39,16 +39,18 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from yolo_orch import images
-from yolo_orch.batching import BatchOutcome, BatchRecord
 from yolo_orch.domain import JobResult, JsonObject, Progress
+from yolo_orch.domain.variants import LaneRuntime, variant_for
 from yolo_orch.errors import InvalidJobInput, JobCancelled
-from yolo_orch.jobfiles import INPUTS_DIR
-from yolo_orch.logs import for_job
+from yolo_orch.files import images
+from yolo_orch.files.jobfiles import INPUTS_DIR
+from yolo_orch.ops.logs import for_job
 from yolo_orch.params.inference import InferenceParams, check_task
+from yolo_orch.registry.resolutions import ResolvedVariant
+from yolo_orch.registry.weights import ResolvedWeights
 from yolo_orch.runners import variant_runs
 from yolo_orch.runners.artifact_names import input_stem
-from yolo_orch.runners.base import RunContext
+from yolo_orch.runners.base import BatchOutcome, BatchRecord, RunContext
 from yolo_orch.runners.decode import (
     InputFile,
     batch_size,
@@ -61,9 +63,6 @@ from yolo_orch.runners.formats import lane_runtime
 from yolo_orch.runners.model_cache import ModelCache
 from yolo_orch.runners.predict import load_exported, load_model, predict_batch
 from yolo_orch.runners.video import has_videos, run_media
-from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.variants import LaneRuntime, variant_for
-from yolo_orch.weights import ResolvedWeights
 
 if TYPE_CHECKING:
     import numpy as np

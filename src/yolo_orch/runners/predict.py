@@ -14,11 +14,11 @@ from contextlib import closing
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from yolo_orch.domain.variants import ExportFormat
 from yolo_orch.params.inference import InferenceParams
+from yolo_orch.registry.resolutions import ResolvedVariant
+from yolo_orch.registry.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
 from yolo_orch.runners.formats import compile_openvino_for_lane, load_variant
-from yolo_orch.variant_registry import ResolvedVariant
-from yolo_orch.variants import ExportFormat
-from yolo_orch.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
 
 if TYPE_CHECKING:
     import numpy as np

@@ -12,11 +12,10 @@ from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from yolo_orch.batching import BatchOutcome, BatchRecord
 from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
 from yolo_orch.errors import JobCancelled
-from yolo_orch.jobfiles import METRICS_FILE, open_to_append, write_atomic
-from yolo_orch.runners.base import RunContext, Runner
+from yolo_orch.files.jobfiles import METRICS_FILE, open_to_append, write_atomic
+from yolo_orch.runners.base import BatchOutcome, BatchRecord, RunContext, Runner
 
 CRASH_EXIT_CODE = 70
 RUN_LOG = "sim-runs.log"

@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from yolo_orch.errors import InvalidJob, InvalidJobInput, PathOutsideRoots
-from yolo_orch.jobfiles import write_atomic
+from yolo_orch.files.jobfiles import write_atomic
+from yolo_orch.files.task_data import ImageFolder, load_task_dataset
+from yolo_orch.registry.weights import (
+    ModelTampered,
+    ResolvedWeights,
+    inspect_checkpoint,
+    sha256_file,
+)
 from yolo_orch.runners.base import RunContext
-from yolo_orch.task_data import ImageFolder, load_task_dataset
-from yolo_orch.weights import ModelTampered, ResolvedWeights, inspect_checkpoint, sha256_file
 
 __all__ = ["TASK_HEADS", "job_dataset", "registry_weights", "shipped_architecture"]
 

@@ -80,7 +80,7 @@ def wrap_parallel(model: nn.Module, run_images: RunImages) -> nn.Module:
 
 
 def trainer_class(task: str) -> type[Any]:
-    """The trainer for models of `task` (one of `yolo_orch.task_data.TASKS`)."""
+    """The trainer for models of `task` (one of `yolo_orch.files.task_data.TASKS`)."""
     trainers = _trainers()
     if task not in trainers:
         raise InvalidJobInput(f"this server cannot train {task!r} models")

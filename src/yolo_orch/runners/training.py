@@ -7,7 +7,7 @@ Decisions (measurements and reasons in ULTRALYTICS.md):
   through `nn.DataParallel` (`runners.trainers`); the split is injectable (`make_parallel`) so it
   can be exercised on a CPU.
 - The task comes from the model (a registry checkpoint's, or a shipped config's head); the dataset
-  must be one for that task (`yolo_orch.task_data`), checked at submission and again here.
+  must be one for that task (`yolo_orch.files.task_data`), checked at submission and again here.
 - `amp=False`: ultralytics' AMP check loads (downloads) a model on CUDA, and bf16, which skips the
   check, is not carried into DataParallel's replica threads (they autocast to fp16). fp32 costs
   speed and memory on GPUs; it is the safe choice until measured otherwise.
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import JobCancelled
-from yolo_orch.jobfiles import METRICS_FILE, write_atomic
+from yolo_orch.files.jobfiles import METRICS_FILE, write_atomic
 from yolo_orch.params.training import TrainingParams
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.inference import default_cpu_threads

@@ -19,7 +19,7 @@ from typing import Any
 
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
-from yolo_orch.jobfiles import write_atomic
+from yolo_orch.files.jobfiles import write_atomic
 from yolo_orch.params.validation import ValidationParams
 from yolo_orch.runners import task_metrics
 from yolo_orch.runners.base import RunContext

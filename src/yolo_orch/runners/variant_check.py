@@ -26,18 +26,19 @@ from copy import deepcopy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from yolo_orch.domain.variants import ExportFormat, reproduction_tolerance
 from yolo_orch.errors import InvalidJob, ModelTampered, YoloOrchError
+from yolo_orch.files.shown_paths import ShownPaths
+from yolo_orch.registry.variant_store import CheckImport
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.formats import compile_openvino_backend
-from yolo_orch.shown_paths import ShownPaths
-from yolo_orch.variants import ExportFormat, reproduction_tolerance
-from yolo_orch.weights import ResolvedWeights, sha256_file
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
     from numpy.typing import NDArray
 
-    from yolo_orch.variant_imports import ExportedMetadata
+    from yolo_orch.registry.variant_imports import ExportedMetadata
 
 __all__ = ["PROBE_IMAGES", "check_imported", "check_reproduces", "probe", "relative_difference"]
 
@@ -262,3 +263,15 @@ def _mismatch(reason: str) -> InvalidJob:
     return InvalidJob(
         f"the variant does not reproduce its model: {reason}", code="variant_mismatch"
     )
+
+
+def check_on_cpu(config_dir: Path) -> CheckImport:
+    """The import check (`runners.variant_check.check_imported`), with ultralytics configured
+    in `config_dir` if nothing did it before; torch loads with the first import checked."""
+
+    def check(
+        weights: ResolvedWeights, entry: Path, export_format: ExportFormat, meta: ExportedMetadata
+    ) -> None:
+        check_imported(weights, entry, export_format, meta, config_dir)
+
+    return check

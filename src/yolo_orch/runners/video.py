@@ -30,17 +30,17 @@ from typing import TYPE_CHECKING
 
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
-from yolo_orch.inputs import open_contained, opened_name
-from yolo_orch.jobfiles import FRAMES_SUFFIX
+from yolo_orch.files.inputs import open_contained, opened_name
+from yolo_orch.files.jobfiles import FRAMES_SUFFIX
+from yolo_orch.files.resultfile import EntryLog
+from yolo_orch.files.videos import FrameWindow, VideoInfo, is_video, read_frames, video_info
 from yolo_orch.params.inference import BOX_TASKS, InferenceParams
-from yolo_orch.resultfile import EntryLog
 from yolo_orch.runners.artifact_names import artifact_name, input_stem
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.decode import InputFile, batch_size
 from yolo_orch.runners.encode import Encoding, ImageOutput, counted, encode
 from yolo_orch.runners.predict import predict_batch
 from yolo_orch.runners.tracking import FrameTracker
-from yolo_orch.videos import FrameWindow, VideoInfo, is_video, read_frames, video_info
 
 if TYPE_CHECKING:
     import numpy as np

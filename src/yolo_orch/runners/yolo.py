@@ -10,24 +10,24 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio.from_thread
 
-from yolo_orch.batching import BatchOutcome, BatchRunner, run_each
 from yolo_orch.domain import ErrorCode, JobKind, JobResult, JsonObject
 from yolo_orch.errors import InvalidJobInput, VariantTampered
-from yolo_orch.failures import failure_of
-from yolo_orch.registry import ModelRegistry, model_view
+from yolo_orch.registry.models import ModelRegistry, model_view
+from yolo_orch.registry.resolutions import ResolvedVariant
+from yolo_orch.registry.variant_store import variant_view
+from yolo_orch.registry.weights import ModelTampered, ResolvedWeights
 from yolo_orch.runners import variant_runs
-from yolo_orch.runners.base import RunContext, Runner
+from yolo_orch.runners.base import BatchOutcome, BatchRunner, RunContext, Runner, run_each
 from yolo_orch.runners.decode import decode_image
 from yolo_orch.runners.decode_ahead import DecodeAhead
 from yolo_orch.runners.decode_ahead import default_threads as default_decode_threads
 from yolo_orch.runners.export import ExportedFiles, ExportsAfterTraining, YoloExportRunner
+from yolo_orch.runners.failures import failure_of
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.sources import shipped_architecture
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.runners.validation import YoloValidationRunner
 from yolo_orch.runners.yolo_env import configure_ultralytics
-from yolo_orch.variant_registry import ResolvedVariant, variant_view
-from yolo_orch.weights import ModelTampered, ResolvedWeights
 
 if TYPE_CHECKING:
     from yolo_orch.runners.decode_ahead import Pixels

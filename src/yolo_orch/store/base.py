@@ -18,7 +18,7 @@ from yolo_orch.domain import (
     Progress,
     QueueOrder,
 )
-from yolo_orch.variants import NewVariant, Variant
+from yolo_orch.domain.variants import NewVariant, Variant
 
 
 class JobStore(ABC):

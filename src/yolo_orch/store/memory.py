@@ -28,6 +28,7 @@ from yolo_orch.domain import (
     after_interruption,
     claimed,
 )
+from yolo_orch.domain.variants import NewVariant, Variant
 from yolo_orch.errors import (
     IdempotencyKeyReused,
     JobActive,
@@ -41,7 +42,6 @@ from yolo_orch.errors import (
     VariantNotFound,
 )
 from yolo_orch.store.base import JobStore, ModelStore
-from yolo_orch.variants import NewVariant, Variant
 
 
 @dataclass

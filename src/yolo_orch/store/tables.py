@@ -28,7 +28,7 @@ from yolo_orch.domain import (
     NewModel,
     Progress,
 )
-from yolo_orch.variants import ExportFormat, Lineage, NewVariant, Variant
+from yolo_orch.domain.variants import ExportFormat, Lineage, NewVariant, Variant
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -1,0 +1,2 @@
+"""The files jobs read and write: paths under the data roots, uploads and inputs, images,
+videos, datasets, job folders and result files."""
