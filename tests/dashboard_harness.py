@@ -18,7 +18,7 @@ from PIL import Image, ImageChops
 from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
 from tests.acceptance.conftest import TERMINAL, Server
-from tests.test_docs_page import LOOPBACK, NETWORK_CUT, NETWORK_SCHEMES, _find_chromium
+from tests.acceptance.test_docs_page import LOOPBACK, NETWORK_CUT, NETWORK_SCHEMES, _find_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"

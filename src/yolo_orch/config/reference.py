@@ -2,7 +2,7 @@
 that it cannot drift from the settings the server reads.
 
 Regenerate it with `make docs`, or `python -m yolo_orch.config.reference > docs/configuration.md`;
-tests/test_config_reference.py fails when the file differs from what this renders.
+tests/integration/test_docs.py fails when the file differs from what this renders.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ _INTRO = f"""\
 # Configuration reference
 
 <!-- Generated from yolo_orch.config.Settings by yolo_orch.config.reference: do not edit.
-     Regenerate with `make docs`; tests/test_config_reference.py checks it is current. -->
+     Regenerate with `make docs`; tests/integration/test_docs.py checks it is current. -->
 
 Settings come from embedded defaults, then a TOML file (`--config PATH` or
 `{CONFIG_ENV_VAR}`), then `{ENV_PREFIX}<KEY>` environment variables (lists as JSON, nested keys
