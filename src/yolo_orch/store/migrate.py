@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 SCHEMA_REVISION = "0007"
 """The revision the table classes (`store/tables.py`) describe: the head of `migrations/`
-(`tests/test_migrations.py` holds the two equal, so a new migration bumps it)."""
+(`tests/integration/test_migrations.py` holds the two equal, so a new migration bumps it)."""
 
 _VERSION_TABLE = "alembic_version"
 """Where alembic keeps a database's revision (its default `version_table`)."""
