@@ -22,9 +22,10 @@ test: $(VENV)/.installed-dev
 	$(PY) -m tests.on_ray.netns
 
 lint: $(VENV)/.installed-dev
-	$(VENV)/bin/ruff check src tests migrations bench
-	$(VENV)/bin/ruff format --check src tests migrations bench
-	$(VENV)/bin/mypy src bench tests/gpu
+	$(VENV)/bin/ruff check src tests migrations bench tools
+	$(VENV)/bin/ruff format --check src tests migrations bench tools
+	$(VENV)/bin/mypy src bench tests/gpu tools
+	$(VENV)/bin/lint-imports
 
 # The configuration reference is rendered from the settings model (tests check it is current).
 docs: $(VENV)/.installed-dev
