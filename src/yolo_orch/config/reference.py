@@ -16,107 +16,23 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from yolo_orch.config import CONFIG_ENV_VAR, Settings
 from yolo_orch.setting_hints import ENV_PREFIX
 
-__all__ = ["GROUPS", "render"]
+__all__ = ["groups", "render"]
 
-GROUPS: dict[str, tuple[str, ...]] = {
-    "Server and storage": (
-        "data_dir",
-        "database_url",
-        "host",
-        "port",
-        "log_level",
-        "log_format",
-    ),
-    "Lanes and runtime": (
-        "runtime",
-        "lanes",
-        "slots_per_lane",
-        "sim_lanes",
-        "cpu_threads",
-        "model_cache_size",
-        "batch_max_images",
-        "batch_window_ms",
-        "decode_ahead_mb",
-        "heap_retain_mb",
-    ),
-    "Jobs: queue, admission, time limits": (
-        "max_queued",
-        "max_attempts",
-        "priority_aging_per_minute",
-        "timeout_s",
-        "stall_after_s",
-        "wedge_grace_s",
-        "shutdown_grace_s",
-        "variant_retire_after_failures",
-    ),
-    "Data and model roots": (
-        "data_roots",
-        "model_roots",
-        "max_files_per_job",
-        "max_walk_entries",
-        "input_walk_timeout_s",
-        "max_image_pixels",
-        "max_class_names",
-        "max_class_names_bytes",
-        "max_concurrent_imports",
-    ),
-    "Requests and connections": (
-        "request_file_threads",
-        "request_walk_threads",
-        "max_wait_s",
-        "max_request_bytes",
-        "max_upload_bytes",
-        "max_discard_bytes",
-        "max_header_bytes",
-        "header_timeout_s",
-        "body_idle_timeout_s",
-        "max_connections",
-        "max_held_requests",
-        "allowed_hosts",
-        "allowed_origins",
-    ),
-    "Security": (
-        "tokens",
-        "allow_unauthenticated",
-        "metrics_public",
-        "docs_require_token",
-    ),
-    "Results, retention and disk": (
-        "max_result_bytes",
-        "inline_result_bytes",
-        "retention_days",
-        "max_finished_jobs",
-        "retention_interval_s",
-        "orphan_grace_s",
-        "min_free_bytes",
-        "disk_check_interval_s",
-    ),
-    "Telemetry": (
-        "gpu_telemetry",
-        "gpu_health_interval_s",
-        "telemetry_history_interval_s",
-        "telemetry_history_samples",
-    ),
-    "Ray cluster": (
-        "executor",
-        "ray_address",
-        "ray_cpu_lanes",
-        "ray_node_cache_dir",
-        "ray_node_cache_models",
-        "ray_cancel_grace_s",
-        "ray_poll_interval_s",
-        "ray_namespace",
-        "ray_telemetry_interval_s",
-        "shared_data_roots",
-        "ray_max_input_bytes",
-    ),
-}
-OTHER = "Other"
+
+def groups() -> dict[str, tuple[str, ...]]:
+    """The settings by heading: each group class that `Settings` joins, in its order."""
+    return {
+        str(group.model_config.get("title")): tuple(group.__annotations__)
+        for group in Settings.__mro__[1:]  # Settings itself adds no field
+        if issubclass(group, BaseModel) and "title" in group.model_config
+    }
+
 
 # For the settings whose fields carry no description (config.example.toml's words); a field's own
 # description wins once it has one.
@@ -152,13 +68,8 @@ A key of a table (`timeout_s`, `batch_max_images`) can be set on its own:
 def render() -> str:
     """docs/configuration.md as it should read now."""
     fields = Settings.model_fields
-    grouped = {name for names in GROUPS.values() for name in names}
-    groups = dict(GROUPS)
-    rest = tuple(name for name in fields if name not in grouped)
-    if rest:
-        groups[OTHER] = rest
     parts = [_INTRO]
-    for title, names in groups.items():
+    for title, names in groups().items():
         present = [name for name in names if name in fields]
         if not present:
             continue
