@@ -81,7 +81,15 @@ def test_the_devices_table_uses_human_units() -> None:
                     "power_w": 212.4,
                     "healthy": True,
                 },
-                {"id": "cuda:1", "slots": 1, "busy": 0, "jobs": [], "models": [], "wedged": True},
+                {
+                    "id": "cuda:1",
+                    "slots": 1,
+                    "busy": 0,
+                    "jobs": [],
+                    "models": [],
+                    "healthy": True,
+                    "wedged": True,
+                },
             ],
         }
     )

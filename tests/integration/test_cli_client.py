@@ -360,6 +360,7 @@ _MODEL = {
     "class_names": ["a"],
     "source": "upload",
     "created_at": "2026-12-04T10:00:00Z",
+    "usable": True,
 }
 
 

@@ -7,89 +7,22 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
 
 from yolo_orch.api.deps import Services, ServicesDep
+from yolo_orch.api.device_schemas import (
+    DeviceHistory,
+    DeviceList,
+    GpuReadingPublic,
+    HeldVariantPublic,
+    LaneHistory,
+    LanePublic,
+    NodePublic,
+    SamplePublic,
+)
 from yolo_orch.dispatch.lanes import Lane
 from yolo_orch.ops.telemetry import GpuReading, NodeReading
 
 router = APIRouter(prefix="/v1/devices", tags=["devices"])
-
-
-class GpuReadingPublic(BaseModel):
-    memory_used_bytes: int | None = Field(default=None, description="From NVML; null without.")
-    memory_total_bytes: int | None = None
-    utilization_percent: int | None = None
-    temperature_c: int | None = None
-    power_w: float | None = None
-
-
-class LanePublic(GpuReadingPublic):
-    id: str = Field(examples=["cuda:0"])
-    slots: int
-    busy: int = Field(description="Turns taken now.")
-    jobs: list[str] = Field(description="Ids of the jobs running on this lane.")
-    batch_sizes: dict[int, int] = Field(
-        default_factory=dict,
-        description="Runs since start by the jobs sharing their forward passes (1: alone); "
-        "empty on a lane that does not batch.",
-    )
-    batch_mean_jobs: float | None = Field(
-        default=None, description="Jobs per run since start, on a lane that batches."
-    )
-    batch_wait_s: float = Field(
-        default=0.0,
-        description="Seconds batches held this lane's turn waiting for companions, since start.",
-    )
-    models: list[str] = Field(description="Names of the models loaded on this lane.")
-    healthy: bool = Field(description="False while its GPU reports a fatal state.")
-    wedged: bool = Field(
-        default=False,
-        description="True once a job's thread here ignored a stop: no job starts here until "
-        "the server restarts.",
-    )
-    device_name: str | None = Field(
-        default=None,
-        description="The GPU's name, from NVML; null without.",
-        examples=["NVIDIA H200"],
-    )
-
-
-class HeldVariantPublic(BaseModel):
-    id: str
-    model: str = Field(description="The name of the model it was exported from.")
-    format: str = Field(examples=["onnx"])
-    size_bytes: int = Field(description="All its files together.")
-
-
-class NodePublic(BaseModel):
-    name: str = Field(description="The lanes' prefix: `<node>/cuda:0`.")
-    address: str
-    lanes: list[str]
-    models: list[str] = Field(description="Names of the model files the node keeps.")
-    variants: list[HeldVariantPublic] = Field(
-        default_factory=list,
-        description="The exported variants the node keeps (each fetched for a job that ran it).",
-    )
-    gpus: list[GpuReadingPublic] = Field(
-        default_factory=list,
-        description="Each GPU of the node by NVML index, read on the node (`<node>/cuda:i` is "
-        "index i where CUDA and NVML order GPUs alike); empty without NVML.",
-    )
-    load_1m: float | None = Field(default=None, description="The node's load average.")
-    memory_used_bytes: int | None = None
-    memory_total_bytes: int | None = None
-    read_at: float | None = Field(
-        default=None, description="Unix time of the node's last reading; null before the first."
-    )
-
-
-class DeviceList(BaseModel):
-    runtime: str
-    devices: list[LanePublic]
-    nodes: list[NodePublic] | None = Field(
-        default=None, description='With executor = "ray": the cluster\'s nodes; else null.'
-    )
 
 
 @router.get("", response_model=DeviceList, summary="Lanes, their jobs and loaded models")
@@ -174,26 +107,6 @@ async def _gpu_name(services: Services, lane: Lane) -> str | None:
     if services.telemetry is None or lane.gpu_index is None:
         return None
     return await anyio.to_thread.run_sync(services.telemetry.name, lane.gpu_index)
-
-
-class SamplePublic(BaseModel):
-    at: float = Field(description="Unix time, seconds.")
-    memory_used_bytes: int | None
-    memory_total_bytes: int | None
-    utilization_percent: int | None
-    temperature_c: int | None
-    power_w: float | None
-
-
-class LaneHistory(BaseModel):
-    id: str
-    samples: list[SamplePublic] = Field(description="Oldest first.")
-
-
-class DeviceHistory(BaseModel):
-    enabled: bool = Field(description="False without NVML or without a lane on a GPU.")
-    interval_s: float
-    devices: list[LaneHistory]
 
 
 @router.get(

@@ -1,19 +1,24 @@
 """The typed answers of the Python client.
 
-Jobs and results are the API's own pydantic models (`yolo_orch.api.schemas`, `api.results`):
-those modules import pydantic and the job parameters, not the server. The registry's and the
-devices' models are declared beside their FastAPI routes, so importing them would pull in the
-server; their shapes are repeated here, and allow fields a newer server adds.
+Every answer is read with the API's own pydantic models (`yolo_orch.api.schemas`, `results`,
+`model_schemas`, `device_schemas`): those modules import pydantic and plain values, never the
+server, and ignore fields a newer server adds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
+from yolo_orch.api.device_schemas import DeviceList as Devices
+from yolo_orch.api.device_schemas import LanePublic as Lane
+from yolo_orch.api.device_schemas import NodePublic as Node
+from yolo_orch.api.model_schemas import LineagePublic as Lineage
+from yolo_orch.api.model_schemas import ModelDetail
+from yolo_orch.api.model_schemas import ModelPublic as Model
+from yolo_orch.api.model_schemas import VariantPublic as Variant
 from yolo_orch.api.results import (
     ExportResultDetail,
     ImageResult,
@@ -53,81 +58,7 @@ __all__ = [
 ]
 
 
-class _Answer(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class Model(_Answer):
-    id: str
-    name: str
-    sha256: str
-    size_bytes: int
-    task: str
-    class_names: list[str]
-    source: str
-    created_at: datetime
-    usable: bool = True
-
-
-class Lineage(_Answer):
-    source_sha256: str = ""
-    imgsz: int
-    half: bool
-    int8: bool
-    dynamic: bool
-    batch: int
-    device: str | None = None
-
-
-class Variant(_Answer):
-    id: str
-    model_id: str
-    format: str
-    sha256: str
-    size_bytes: int
-    files: dict[str, str]
-    lineage: Lineage
-    source: str
-    created_at: datetime
-    usable: bool = True
-    unusable_reason: str | None = None
-
-
-class ModelDetail(Model):
-    variants: list[Variant] = Field(default_factory=list)
-
-
-class Lane(_Answer):
-    id: str
-    slots: int = 1
-    busy: int = 0
-    jobs: list[str] = Field(default_factory=list)
-    models: list[str] = Field(default_factory=list)
-    batch_sizes: dict[int, int] = Field(default_factory=dict)
-    healthy: bool = True
-    wedged: bool = False
-    device_name: str | None = None
-    memory_used_bytes: int | None = None
-    memory_total_bytes: int | None = None
-    utilization_percent: int | None = None
-    temperature_c: int | None = None
-    power_w: float | None = None
-
-
-class Node(_Answer):
-    name: str
-    address: str
-    lanes: list[str] = Field(default_factory=list)
-    models: list[str] = Field(default_factory=list)
-
-
-class Devices(_Answer):
-    runtime: str
-    devices: list[Lane]
-    nodes: list[Node] | None = None
-
-
-class Artifact(_Answer):
+class Artifact(BaseModel):
     name: str
     size_bytes: int
     url: str

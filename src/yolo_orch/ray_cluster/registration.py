@@ -12,9 +12,10 @@ import anyio.to_thread
 
 from yolo_orch.dispatch.executor import Executor
 from yolo_orch.domain import Job, JobResult, JsonObject
+from yolo_orch.domain.views import model_view
 from yolo_orch.errors import ModelTampered, YoloOrchError
 from yolo_orch.files.jobfiles import ARTIFACTS_DIR
-from yolo_orch.registry.models import ModelRegistry, model_view
+from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.weights import sha256_file
 from yolo_orch.runners.base import BatchOutcome, RunContext
 
