@@ -2,7 +2,7 @@
 `half` inference, CUDA OOM containment, NVML readings and the TensorRT export.
 
 Marked `gpu` and skipped without CUDA; CI deselects them (`-m "not gpu"`). `bench.gpu_check`
-runs them on a GPU host. Models are the tiny untrained ones of `tests.yolo_fixtures`.
+runs them on a GPU host. Models are the tiny untrained ones of `yolo_orch.testing.yolo`.
 """
 
 from __future__ import annotations
@@ -17,17 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.training_fixtures import TrainingRecorder, make_dataset
-from tests.yolo_fixtures import (
+from yolo_orch.domain import JobKind
+from yolo_orch.errors import ErrorCode
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
+from yolo_orch.runners.failures import failure_of
+from yolo_orch.testing.training import TrainingRecorder, make_dataset
+from yolo_orch.testing.yolo import (
     RecordingContext,
     build_checkpoint,
     ensure_ultralytics,
     fixed_resolver,
     make_images,
 )
-from yolo_orch.domain import ErrorCode, JobKind
-from yolo_orch.registry.weights import ResolvedWeights, sha256_file
-from yolo_orch.runners.failures import failure_of
 
 if TYPE_CHECKING:
     import torch

@@ -16,7 +16,8 @@ import pytest
 
 pytest.importorskip("ray")
 
-from yolo_orch.domain import ErrorCode, Job, JobKind, JobState
+from yolo_orch.domain import Job, JobKind, JobState
+from yolo_orch.errors import ErrorCode
 from yolo_orch.ray_cluster import actors
 from yolo_orch.ray_cluster.actors import RunHost, visible_devices
 from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec

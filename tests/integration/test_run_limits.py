@@ -14,8 +14,8 @@ from tests.integration.test_admission import Behaviour, Harness, ScriptedExecuto
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.dispatch.run_limits import RunLimits
-from yolo_orch.domain import ErrorCode, Job, JobKind, JobResult, JobState, NewJob, Progress
-from yolo_orch.errors import JobCancelled
+from yolo_orch.domain import Job, JobKind, JobResult, JobState, NewJob, Progress
+from yolo_orch.errors import ErrorCode, JobCancelled
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.params.common import MAX_TIMEOUT_S, JobParams

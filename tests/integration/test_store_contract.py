@@ -18,7 +18,6 @@ from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection
 
 from yolo_orch.domain import (
-    ErrorCode,
     Job,
     JobError,
     JobFilter,
@@ -30,6 +29,7 @@ from yolo_orch.domain import (
     QueueOrder,
 )
 from yolo_orch.errors import (
+    ErrorCode,
     IdempotencyKeyReused,
     JobActive,
     JobAlreadyFinished,

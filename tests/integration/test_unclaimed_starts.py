@@ -14,17 +14,8 @@ from tests.integration.test_admission import Harness, ScriptedExecutor
 from tests.integration.test_start_journal import context
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.lanes import Lanes
-from yolo_orch.domain import (
-    ErrorCode,
-    Job,
-    JobError,
-    JobKind,
-    JobResult,
-    JobState,
-    NewJob,
-    QueueOrder,
-)
-from yolo_orch.errors import JobCancelled
+from yolo_orch.domain import Job, JobError, JobKind, JobResult, JobState, NewJob, QueueOrder
+from yolo_orch.errors import ErrorCode, JobCancelled
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.runners.base import RunContext

@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from yolo_orch.api.problems import problem_response
+from yolo_orch.errors import ErrorCode
 
 
 class BodyTooLargeError(HTTPException):
@@ -85,7 +86,7 @@ class BodyLimits:
             )
             response = problem_response(
                 413,
-                "body_too_large",
+                ErrorCode.BODY_TOO_LARGE,
                 f"the request body ({declared} bytes) is larger than the {limit} bytes allowed",
                 headers=None if drained else {"Connection": "close"},
             )

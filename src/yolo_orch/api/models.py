@@ -16,7 +16,7 @@ from yolo_orch.api.deps import DiskSpace, ServicesDep
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model, model_name_from_file
 from yolo_orch.domain.variants import Variant
-from yolo_orch.errors import InvalidJob, UnsupportedMediaType
+from yolo_orch.errors import ErrorCode, InvalidJob, UnsupportedMediaType
 from yolo_orch.registry.models import CHUNK_BYTES, model_view, refuse_exported_file
 from yolo_orch.registry.variant_store import variant_view
 
@@ -210,7 +210,7 @@ async def _import_model(request: Request, services: ServicesDep) -> tuple[tuple[
         try:
             body = ModelImportFromPath.model_validate_json(await request.body())
         except ValidationError as exc:
-            raise InvalidJob(_first_error(exc), code="invalid_request") from None
+            raise InvalidJob(_first_error(exc), code=ErrorCode.INVALID_REQUEST) from None
         asked = body.name or model_name_from_file(body.path)
         return await services.models.import_path(body.path, name=asked), asked
     if content_type == "multipart/form-data":
@@ -319,7 +319,7 @@ async def _import_variant(
         try:
             body = VariantImportFromPath.model_validate_json(await request.body())
         except ValidationError as exc:
-            raise InvalidJob(_first_error(exc), code="invalid_request") from None
+            raise InvalidJob(_first_error(exc), code=ErrorCode.INVALID_REQUEST) from None
         return await services.models.import_variant_path(
             ref, body.path, services.settings.max_upload_bytes
         )
@@ -328,7 +328,9 @@ async def _import_variant(
         async with request.form(max_files=1, max_fields=2) as form:
             upload = form.get("file")
             if not isinstance(upload, UploadFile):
-                raise InvalidJob("the multipart body needs a `file` part", code="invalid_request")
+                raise InvalidJob(
+                    "the multipart body needs a `file` part", code=ErrorCode.INVALID_REQUEST
+                )
             return await services.models.variants.import_upload(
                 model,
                 _chunks(upload),
@@ -361,14 +363,16 @@ async def _import_upload(request: Request, services: ServicesDep) -> tuple[tuple
     async with request.form(max_files=1, max_fields=4) as form:
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
-            raise InvalidJob("the multipart body needs a `file` part", code="invalid_request")
+            raise InvalidJob(
+                "the multipart body needs a `file` part", code=ErrorCode.INVALID_REQUEST
+            )
         refuse_exported_file(upload.filename or "")
         raw_name = form.get("name")
         if isinstance(raw_name, str) and raw_name:
             try:
                 ModelImportFromPath(path="-", name=raw_name)
             except ValidationError as exc:
-                raise InvalidJob(_first_error(exc), code="invalid_request") from None
+                raise InvalidJob(_first_error(exc), code=ErrorCode.INVALID_REQUEST) from None
             name = raw_name
         else:
             name = model_name_from_file(upload.filename or "")

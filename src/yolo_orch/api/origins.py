@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from yolo_orch.api.connections import PROBE_PATHS
 from yolo_orch.api.problems import SAFE_METHODS, problem_response
+from yolo_orch.errors import ErrorCode
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
@@ -64,14 +65,14 @@ class SameOrigin:
                 f"this server does not answer to the name {host[:100]!r}: add it to "
                 "allowed_hosts (YOLO_ORCH_ALLOWED_HOSTS) if clients reach it by that name"
             )
-            refusal = problem_response(421, "host_not_allowed", detail)
+            refusal = problem_response(421, ErrorCode.HOST_NOT_ALLOWED, detail)
         elif scope["method"] not in SAFE_METHODS and not self._same_origin(headers, host):
             origin = headers.get("origin", "another site")[:100]
             detail = (
                 f"requests that change something are not taken from pages of {origin}: add "
                 "that origin to allowed_origins (YOLO_ORCH_ALLOWED_ORIGINS) to allow them"
             )
-            refusal = problem_response(403, "cross_origin", detail)
+            refusal = problem_response(403, ErrorCode.CROSS_ORIGIN, detail)
         if refusal is None:
             await self._app(scope, receive, send)
         else:

@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect
 
 from yolo_orch import errors
 from yolo_orch.api.connections import PROBE_PATHS
+from yolo_orch.errors import ErrorCode
 from yolo_orch.runners.failures import disk_full
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class ValidationProblem(Problem):
     )
 
 
-def problem_body(status: int, code: str, detail: str, **extra: Any) -> dict[str, Any]:
+def problem_body(status: int, code: ErrorCode, detail: str, **extra: Any) -> dict[str, Any]:
     return {
         "type": f"urn:yolo-orch:problem:{code}",
         "title": HTTPStatus(status).phrase,
@@ -91,7 +92,7 @@ def problem_body(status: int, code: str, detail: str, **extra: Any) -> dict[str,
 
 
 def problem_response(
-    status: int, code: str, detail: str, headers: dict[str, str] | None = None, **extra: Any
+    status: int, code: ErrorCode, detail: str, headers: dict[str, str] | None = None, **extra: Any
 ) -> JSONResponse:
     body = problem_body(status, code, detail, **extra)
     return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_MEDIA_TYPE)
@@ -244,11 +245,17 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     where = ".".join(str(part) for part in first.get("loc", ()))
     message = str(first.get("msg", "invalid request"))
     return problem_response(
-        422, "invalid_request", f"{where}: {message}" if where else message, errors=details
+        422, ErrorCode.INVALID_REQUEST, f"{where}: {message}" if where else message, errors=details
     )
 
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+_HTTP_CODES = {
+    401: ErrorCode.UNAUTHORIZED,
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    413: ErrorCode.BODY_TOO_LARGE,
+}
+"""The statuses Starlette and FastAPI raise `HTTPException` with (400 is answered above)."""
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -257,13 +264,15 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
     headers = dict(exc.headers or {})
     if status == 400:  # FastAPI's answer to a body it cannot decode: a bad request body
-        return problem_response(422, "invalid_request", f"the request body is unreadable: {detail}")
+        return problem_response(
+            422, ErrorCode.INVALID_REQUEST, f"the request body is unreadable: {detail}"
+        )
     if status == 404 and detail == "Not Found":
         detail = f"no route for {request.method} {request.url.path}"
     if status == 405:  # Starlette names the first matching route's methods only
         headers["Allow"] = ", ".join(_allowed_methods(request))
-    code = _HTTP_CODES.get(status) or HTTPStatus(status).phrase.lower().replace(" ", "_")
-    return problem_response(status, code.replace("-", "_"), detail, headers)
+    fallback = ErrorCode.INVALID_REQUEST if status < 500 else ErrorCode.INTERNAL_ERROR
+    return problem_response(status, _HTTP_CODES.get(status, fallback), detail, headers)
 
 
 def _problem_shaped(response: dict[str, Any]) -> bool:
@@ -303,14 +312,16 @@ async def _os_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return problem_response(500, "internal_error", "the server failed to handle this request")
+    return problem_response(
+        500, ErrorCode.INTERNAL_ERROR, "the server failed to handle this request"
+    )
 
 
 async def _client_gone(request: Request, exc: Exception) -> JSONResponse:
     """The client closed the connection while its body was read: nothing of it was kept, and
     nobody reads the answer; not a server error."""
     log.info("the client went away during %s %s", request.method, request.url.path)
-    return problem_response(400, "client_disconnected", "the request body ended early")
+    return problem_response(400, ErrorCode.CLIENT_DISCONNECTED, "the request body ended early")
 
 
 def install_problem_handlers(app: FastAPI) -> None:

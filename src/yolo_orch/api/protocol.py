@@ -27,6 +27,7 @@ from yolo_orch.api.connections import (
     Hold,
 )
 from yolo_orch.api.problems import PROBLEM_MEDIA_TYPE, problem_body, problem_response
+from yolo_orch.errors import ErrorCode
 from yolo_orch.ops.stop_signal import StopSignal
 
 
@@ -138,7 +139,7 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         if self.book is not None:
             self._admission = self.book.admit(self)
             if self._admission is Admission.REFUSED:
-                self._send_problem(503, "too_many_connections", _FULL, _RETRY_AFTER)
+                self._send_problem(503, ErrorCode.TOO_MANY_CONNECTIONS, _FULL, _RETRY_AFTER)
                 return
         self._time_head()
 
@@ -239,7 +240,7 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
             self._time_head()
             return
         detail = f"the request line and headers did not arrive within {self._head_timeout_s():g} s"
-        self._send_problem(408, "request_timeout", detail)
+        self._send_problem(408, ErrorCode.REQUEST_TIMEOUT, detail)
 
     def on_message_complete(self) -> None:
         self._completed_in_feed = True
@@ -263,7 +264,7 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
 
     def _send_too_large(self) -> None:
         detail = f"the request line and headers are larger than {self.max_head_bytes} bytes"
-        self._send_problem(431, "headers_too_large", detail)
+        self._send_problem(431, ErrorCode.HEADERS_TOO_LARGE, detail)
 
     def send_400_response(self, msg: str) -> None:
         if self._head_too_large:  # raised by `_count_parsed`, not a parse error
@@ -274,13 +275,15 @@ class ProblemHttpToolsProtocol(HttpToolsProtocol):
         error = sys.exc_info()[1]
         reason = str(error or msg)[:_MAX_REASON]
         if isinstance(error, httptools.HttpParserError) and "Transfer-Encoding" in reason:
-            self._send_problem(501, "not_implemented", f"unsupported transfer coding: {reason}")
+            self._send_problem(
+                501, ErrorCode.NOT_IMPLEMENTED, f"unsupported transfer coding: {reason}"
+            )
         else:
             detail = f"the request is not valid HTTP/1.1: {reason}"
-            self._send_problem(400, "invalid_http", detail)
+            self._send_problem(400, ErrorCode.INVALID_HTTP, detail)
 
     def _send_problem(
-        self, status: int, code: str, detail: str, extra: tuple[bytes, ...] = ()
+        self, status: int, code: ErrorCode, detail: str, extra: tuple[bytes, ...] = ()
     ) -> None:
         body = json.dumps(problem_body(status, code, detail), separators=(",", ":")).encode()
         head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode()]
@@ -301,7 +304,9 @@ _RETRY_AFTER = (b"retry-after: 1",)
 
 async def _too_many_connections(scope: Scope, receive: Receive, send: Send) -> None:
     """The answer to anything but a probe on a connection let in on probation."""
-    response = problem_response(503, "too_many_connections", _FULL, headers={"Retry-After": "1"})
+    response = problem_response(
+        503, ErrorCode.TOO_MANY_CONNECTIONS, _FULL, headers={"Retry-After": "1"}
+    )
     await response(scope, receive, send)
 
 

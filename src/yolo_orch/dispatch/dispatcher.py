@@ -21,16 +21,8 @@ from yolo_orch.dispatch.run_limits import RunLimits
 from yolo_orch.dispatch.run_records import OnRunEnd, ProgressWriter, fail_beside, record_outcomes
 from yolo_orch.dispatch.runs import Batch, OnBatch, Run, outcome_of, run_context, with_result_kept
 from yolo_orch.dispatch.watchdog import Watchdog
-from yolo_orch.domain import (
-    ErrorCode,
-    Job,
-    JobError,
-    Outcome,
-    Progress,
-    QueueOrder,
-    claimed,
-)
-from yolo_orch.errors import RunLost
+from yolo_orch.domain import Job, JobError, Outcome, Progress, QueueOrder, claimed
+from yolo_orch.errors import ErrorCode, RunLost
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.shown_paths import ShownPaths
 from yolo_orch.ops.clock import utcnow

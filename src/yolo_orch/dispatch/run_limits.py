@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from yolo_orch.domain import ErrorCode, Job, JobError
+from yolo_orch.domain import Job, JobError
+from yolo_orch.errors import ErrorCode
 
 
 @dataclass(frozen=True)

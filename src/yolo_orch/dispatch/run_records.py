@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 
 from yolo_orch.dispatch.executor import Executor
 from yolo_orch.dispatch.runs import Run
-from yolo_orch.domain import ErrorCode, Job, JobError, JobState, Outcome, Progress
-from yolo_orch.errors import JobAlreadyFinished, RunLost
+from yolo_orch.domain import Job, JobError, JobState, Outcome, Progress
+from yolo_orch.errors import ErrorCode, JobAlreadyFinished, RunLost
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.ops.logs import for_job
 from yolo_orch.store.base import JobStore

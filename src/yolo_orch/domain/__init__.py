@@ -11,6 +11,8 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
+from yolo_orch.errors import ErrorCode
+
 JsonObject = dict[str, Any]
 
 SIM_MODEL = "sim"
@@ -51,24 +53,6 @@ _TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     JobState.FAILED: frozenset(),
     JobState.CANCELLED: frozenset(),
 }
-
-
-class ErrorCode(enum.StrEnum):
-    """Why a job failed; stable strings that clients can branch on."""
-
-    CUDA_OOM = "cuda_oom"
-    CUDA_FATAL = "cuda_fatal"
-    """A sticky CUDA error poisoned the process's CUDA context: the server restarts."""
-    RUNTIME_ERROR = "runtime_error"
-    INTERRUPTED = "interrupted"
-    TIMEOUT = "timeout"
-    """The job ran past its `params.timeout_s` (or its kind's default) and was cancelled."""
-    STALLED = "stalled"
-    """The job's progress did not move for `stall_after_s` and it was cancelled."""
-    DISK_FULL = "disk_full"
-    """A write failed for want of space (ENOSPC); the server goes on serving."""
-    DATASET_NOT_SHARED = "dataset_not_shared"
-    """On a Ray node: the dataset is not under `shared_data_roots`, or not on that node."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from yolo_orch.errors import InvalidJob
+from yolo_orch.errors import ErrorCode, InvalidJob
 
 
 class ExportFormat(enum.StrEnum):
@@ -220,7 +220,7 @@ def variant_for(
     if picked is None:
         raise InvalidJob(
             f"no usable {export_format} variant of the model fits imgsz {imgsz} on {lane.lane}",
-            code="format_not_available",
+            code=ErrorCode.FORMAT_NOT_AVAILABLE,
         )
     return picked
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from yolo_orch.errors import InvalidJob
+from yolo_orch.errors import ErrorCode, InvalidJob
 
 __all__ = [
     "DEFAULT_CLASS_NAME_LIMITS",
@@ -32,14 +32,14 @@ class ClassNameLimits:
             raise InvalidJob(
                 f"{owner} has {len(names)} class names; this server allows {self.max_names} "
                 "(max_class_names)",
-                code="class_names_too_large",
+                code=ErrorCode.CLASS_NAMES_TOO_LARGE,
             )
         size = sum(len(name.encode("utf-8", "surrogatepass")) for name in names)
         if size > self.max_bytes:
             raise InvalidJob(
                 f"{owner}'s class names take {size} bytes; this server allows {self.max_bytes} "
                 "(max_class_names_bytes)",
-                code="class_names_too_large",
+                code=ErrorCode.CLASS_NAMES_TOO_LARGE,
             )
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from yolo_orch.errors import InvalidJob, PathOutsideRoots, no_data_roots
+from yolo_orch.errors import ErrorCode, InvalidJob, PathOutsideRoots, no_data_roots
 from yolo_orch.files import safe_yaml
 from yolo_orch.files.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits, in_id_order
 from yolo_orch.files.inputs import check_relative
@@ -89,10 +89,10 @@ def check_dataset(
                 continue
             real = contained(candidate, roots, relative)
             if not real.is_file():
-                raise InvalidJob(f"{relative!r} is not a file", code="dataset_not_found")
+                raise InvalidJob(f"{relative!r} is not a file", code=ErrorCode.DATASET_NOT_FOUND)
         load_dataset(real, data_roots, limits)
         return real
-    raise InvalidJob(f"{relative!r} is not under the data roots", code="dataset_not_found")
+    raise InvalidJob(f"{relative!r} is not under the data roots", code=ErrorCode.DATASET_NOT_FOUND)
 
 
 def load_dataset(
@@ -103,37 +103,44 @@ def load_dataset(
     shown = ShownPaths(roots)
     real = contained(yaml_path, roots, shown.text(str(yaml_path)))
     if real.suffix.lower() not in {".yaml", ".yml"}:
-        raise InvalidJob(f"{real.name} must be a .yaml or .yml file", code="invalid_dataset")
+        raise InvalidJob(
+            f"{real.name} must be a .yaml or .yml file", code=ErrorCode.INVALID_DATASET
+        )
     try:
         if real.stat().st_size > MAX_YAML_BYTES:
             raise InvalidJob(
-                f"{real.name} is larger than {MAX_YAML_BYTES} bytes", "invalid_dataset"
+                f"{real.name} is larger than {MAX_YAML_BYTES} bytes", ErrorCode.INVALID_DATASET
             )
         max_nodes = 2 * limits.max_names + YAML_NODES_BESIDES_NAMES
         data = safe_yaml.load_file(real, max_bytes=MAX_YAML_BYTES, max_nodes=max_nodes)
     except FileNotFoundError:
-        raise InvalidJob(f"{real.name} no longer exists", code="dataset_not_found") from None
+        raise InvalidJob(
+            f"{real.name} no longer exists", code=ErrorCode.DATASET_NOT_FOUND
+        ) from None
     except safe_yaml.YamlRefused as e:
-        raise InvalidJob(f"{real.name} is refused: {e}", code="invalid_dataset") from None
+        raise InvalidJob(f"{real.name} is refused: {e}", code=ErrorCode.INVALID_DATASET) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise InvalidJob(
-            f"{real.name} is not readable YAML: {shown.text(str(e))}", code="invalid_dataset"
+            f"{real.name} is not readable YAML: {shown.text(str(e))}",
+            code=ErrorCode.INVALID_DATASET,
         ) from e
     if not isinstance(data, dict):
-        raise InvalidJob(f"{real.name} must hold a YAML mapping", code="invalid_dataset")
+        raise InvalidJob(f"{real.name} must hold a YAML mapping", code=ErrorCode.INVALID_DATASET)
     if "download" in data:
         raise InvalidJob(
             f"{real.name} has a 'download' key; ultralytics would fetch or execute it, so datasets "
             "must be complete on disk and carry no 'download'",
-            code="unsafe_dataset",
+            code=ErrorCode.UNSAFE_DATASET,
         )
     names = _names(data.get("names"), real.name, limits)
     nc = data.get("nc")
     if nc is not None and nc != len(names):
-        raise InvalidJob(f"nc is {nc!r} but names has {len(names)} entries", "invalid_dataset")
+        raise InvalidJob(
+            f"nc is {nc!r} but names has {len(names)} entries", ErrorCode.INVALID_DATASET
+        )
     channels = data.get("channels", 3)
     if channels not in (1, 3) or isinstance(channels, bool):
-        raise InvalidJob("channels must be 1 or 3", code="invalid_dataset")
+        raise InvalidJob("channels must be 1 or 3", code=ErrorCode.INVALID_DATASET)
     root = _dataset_root(data.get("path"), real, roots)
     splits: dict[str, tuple[Path, ...]] = {}
     for split in _SPLITS:
@@ -165,16 +172,16 @@ def _task_keys(data: dict[Any, Any], file: str) -> dict[str, Any]:
     if masks_dir is not None:
         # ultralytics swaps it for the `images` folder name in each image path: a name, not a path
         if not isinstance(masks_dir, str) or not _FOLDER_NAME.fullmatch(masks_dir):
-            raise InvalidJob(f"{file}: masks_dir must be a folder name", "invalid_dataset")
+            raise InvalidJob(f"{file}: masks_dir must be a folder name", ErrorCode.INVALID_DATASET)
         keys["masks_dir"] = masks_dir
     for key in ("depth_scale", "max_depth"):
         value = data.get(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise InvalidJob(f"{file}: {key} must be a positive number", "invalid_dataset")
+            raise InvalidJob(f"{file}: {key} must be a positive number", ErrorCode.INVALID_DATASET)
         if not math.isfinite(value):
-            raise InvalidJob(f"{file}: {key} must be finite", "invalid_dataset")
+            raise InvalidJob(f"{file}: {key} must be finite", ErrorCode.INVALID_DATASET)
         keys[key] = value
     return keys
 
@@ -190,14 +197,15 @@ def _keypoint_keys(data: dict[Any, Any], file: str) -> dict[str, Any]:
     ):
         raise InvalidJob(
             f"{file}: kpt_shape must be [keypoints, 2 or 3] (at most {MAX_KEYPOINTS} keypoints)",
-            "invalid_dataset",
+            ErrorCode.INVALID_DATASET,
         )
     keys: dict[str, Any] = {"kpt_shape": shape}
     flip = data.get("flip_idx")
     if flip is not None:
         if not isinstance(flip, list) or sorted(flip) != list(range(shape[0])):
             raise InvalidJob(
-                f"{file}: flip_idx must be a permutation of 0..{shape[0] - 1}", "invalid_dataset"
+                f"{file}: flip_idx must be a permutation of 0..{shape[0] - 1}",
+                ErrorCode.INVALID_DATASET,
             )
         keys["flip_idx"] = flip
     names = data.get("kpt_names")
@@ -208,7 +216,7 @@ def _keypoint_keys(data: dict[Any, Any], file: str) -> dict[str, Any]:
         ):
             raise InvalidJob(
                 f"{file}: kpt_names must map class ids to {shape[0]} keypoint names",
-                "invalid_dataset",
+                ErrorCode.INVALID_DATASET,
             )
         keys["kpt_names"] = names
     return keys
@@ -242,13 +250,13 @@ def _names(value: object, file: str, limits: ClassNameLimits) -> tuple[str, ...]
         ordered = in_id_order(value)
         if ordered is None:
             raise InvalidJob(
-                f"{file}: names must map class ids 0..n-1 to strings", "invalid_dataset"
+                f"{file}: names must map class ids 0..n-1 to strings", ErrorCode.INVALID_DATASET
             )
         names = [str(name) for name in ordered]
     else:
         raise InvalidJob(
             f"{file} needs 'names': a non-empty list of strings, or a mapping of class id to name",
-            code="invalid_dataset",
+            code=ErrorCode.INVALID_DATASET,
         )
     limits.check(names, file)
     return tuple(names)
@@ -258,11 +266,11 @@ def _dataset_root(value: object, yaml_path: Path, roots: Sequence[Path]) -> Path
     if value is None:
         return yaml_path.parent
     if not isinstance(value, str) or not value:
-        raise InvalidJob("path must be a folder name", code="invalid_dataset")
+        raise InvalidJob("path must be a folder name", code=ErrorCode.INVALID_DATASET)
     with client_path_errors(value):
         root = contained(yaml_path.parent / value, roots, value)  # an absolute value replaces it
         if not root.is_dir():
-            raise InvalidJob(f"path {value!r} is not a folder", code="dataset_not_found")
+            raise InvalidJob(f"path {value!r} is not a folder", code=ErrorCode.DATASET_NOT_FOUND)
     return root
 
 
@@ -271,7 +279,9 @@ def _entries(value: object, split: str) -> list[str]:
         return [value]
     if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
         return value
-    raise InvalidJob(f"{split} must be a path or a non-empty list of paths", "invalid_dataset")
+    raise InvalidJob(
+        f"{split} must be a path or a non-empty list of paths", ErrorCode.INVALID_DATASET
+    )
 
 
 def _split_path(entry: str, split: str, root: Path, roots: Sequence[Path]) -> Path:
@@ -280,7 +290,9 @@ def _split_path(entry: str, split: str, root: Path, roots: Sequence[Path]) -> Pa
         if real.is_dir():
             return real
         if not real.is_file():
-            raise InvalidJob(f"{split} entry {entry!r} does not exist", code="dataset_not_found")
+            raise InvalidJob(
+                f"{split} entry {entry!r} does not exist", code=ErrorCode.DATASET_NOT_FOUND
+            )
     _check_image_list(real, entry, roots)
     return real
 
@@ -301,11 +313,11 @@ def _check_image_list(list_file: Path, shown: str, roots: Sequence[Path]) -> Non
                 else:
                     raise InvalidJob(
                         f"{shown} line {number}: image paths must be absolute or start with './'",
-                        code="invalid_dataset",
+                        code=ErrorCode.INVALID_DATASET,
                     )
                 contained(image, roots, f"{shown} line {number}")
     except (OSError, UnicodeDecodeError) as e:
         reason = ShownPaths(roots).text(str(e))
         raise InvalidJob(
-            f"{shown} is not a readable image list: {reason}", "invalid_dataset"
+            f"{shown} is not a readable image list: {reason}", ErrorCode.INVALID_DATASET
         ) from e

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from yolo_orch.errors import InvalidJob
+from yolo_orch.errors import ErrorCode, InvalidJob
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_PIXELS",
@@ -64,7 +64,7 @@ def refuse_oversized(files: Iterable[Mapping[str, str]], max_pixels: int) -> Non
     for file in files:
         refused = pixel_refusal(Path(file["path"]), max_pixels)
         if refused is not None:
-            raise InvalidJob(f"upload {file['name']!r}: {refused}", code="image_too_large")
+            raise InvalidJob(f"upload {file['name']!r}: {refused}", code=ErrorCode.IMAGE_TOO_LARGE)
 
 
 def decode_refusal(file: BinaryIO, max_pixels: int) -> str | None:

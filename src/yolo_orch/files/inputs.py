@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from yolo_orch.errors import (
+    ErrorCode,
     InvalidJob,
     InvalidJobInput,
     PathOutsideRoots,
@@ -65,10 +66,10 @@ def resolve_inputs(
             if len(files) > max_files:
                 raise InvalidJob(
                     f"the inputs name more than {max_files} files (max_files_per_job)",
-                    code="too_many_files",
+                    code=ErrorCode.TOO_MANY_FILES,
                 )
     if not files:
-        raise InvalidJob("the inputs name no files", code="no_inputs")
+        raise InvalidJob("the inputs name no files", code=ErrorCode.NO_INPUTS)
     return list(files)
 
 
@@ -87,7 +88,8 @@ def _expand(pattern: str, roots: list[Path], budget: WalkBudget, limit: int) -> 
         if path is not None:
             return [path]
     raise InvalidJob(
-        f"{shown_path(pattern)} matches no file under the data roots", code="input_not_found"
+        f"{shown_path(pattern)} matches no file under the data roots",
+        code=ErrorCode.INPUT_NOT_FOUND,
     )
 
 
@@ -102,7 +104,9 @@ def _plain_file(pattern: str, root: Path) -> Path | None:
         except FileNotFoundError:
             return None  # a dangling link included
     if not stat.S_ISREG(mode):
-        raise InvalidJob(f"{shown_path(pattern)} is not a regular file", code="input_not_found")
+        raise InvalidJob(
+            f"{shown_path(pattern)} is not a regular file", code=ErrorCode.INPUT_NOT_FOUND
+        )
     return Path(real)
 
 

@@ -27,22 +27,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from yolo_orch.errors import InputWalkTooLarge, InvalidPath, PathOutsideRoots
+from yolo_orch.errors import ErrorCode, InputWalkTooLarge, InvalidPath, PathOutsideRoots
 
 _GLOB_CHARS = frozenset("*?[")
 _CODES = {
-    errno.ENAMETOOLONG: "path_too_long",
-    errno.ELOOP: "path_symlink_loop",
-    errno.ENOTDIR: "path_not_a_directory",
-    errno.EACCES: "path_permission_denied",
-    errno.EPERM: "path_permission_denied",
+    errno.ENAMETOOLONG: ErrorCode.PATH_TOO_LONG,
+    errno.ELOOP: ErrorCode.PATH_SYMLINK_LOOP,
+    errno.ENOTDIR: ErrorCode.PATH_NOT_A_DIRECTORY,
+    errno.EACCES: ErrorCode.PATH_PERMISSION_DENIED,
+    errno.EPERM: ErrorCode.PATH_PERMISSION_DENIED,
 }
 
 
 def path_error(exc: OSError, shown: str) -> InvalidPath:
     """The client's error for a file-system error met on a path the client named."""
     why = exc.strerror or type(exc).__name__
-    return InvalidPath(shown, why[:1].lower() + why[1:], _CODES.get(exc.errno or 0, "invalid_path"))
+    return InvalidPath(
+        shown, why[:1].lower() + why[1:], _CODES.get(exc.errno or 0, ErrorCode.INVALID_PATH)
+    )
 
 
 @contextmanager

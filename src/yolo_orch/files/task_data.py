@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from yolo_orch.errors import InvalidJob
+from yolo_orch.errors import ErrorCode, InvalidJob
 from yolo_orch.files.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
 from yolo_orch.files.datasets import (
     Dataset,
@@ -71,7 +71,7 @@ def check_task_dataset(
             raise InvalidJob(
                 f"{relative!r} is a folder; a {task} model reads a data.yaml "
                 "(image folders are for classify models)",
-                code="task_mismatch",
+                code=ErrorCode.TASK_MISMATCH,
             )
         real = check_dataset(relative, data_roots, limits)
     else:
@@ -92,7 +92,7 @@ def load_task_dataset(
             raise InvalidJob(
                 f"{path.name} is a file; a classify model reads an image folder "
                 "(root/train/<class>/..., root/val/<class>/...), not a data.yaml",
-                code="task_mismatch",
+                code=ErrorCode.TASK_MISMATCH,
             )
         folder = _image_folder(path, data_roots)
         limits.check(folder.names, path.name)
@@ -106,7 +106,7 @@ def _check_task(task: str) -> None:
     if task not in TASKS:
         raise InvalidJob(
             f"this server cannot train or validate {task!r} models (tasks: {', '.join(TASKS)})",
-            code="task_mismatch",
+            code=ErrorCode.TASK_MISMATCH,
         )
 
 
@@ -118,7 +118,7 @@ def _located(relative: str, data_roots: Sequence[Path]) -> Path:
         with client_path_errors(relative):
             if lexists(candidate):
                 return contained(candidate, roots, relative)
-    raise InvalidJob(f"{relative!r} is not under the data roots", code="dataset_not_found")
+    raise InvalidJob(f"{relative!r} is not under the data roots", code=ErrorCode.DATASET_NOT_FOUND)
 
 
 def _image_folder(root: Path, data_roots: Sequence[Path]) -> ImageFolder:
@@ -132,7 +132,7 @@ def _image_folder(root: Path, data_roots: Sequence[Path]) -> ImageFolder:
             continue
         real = contained(folder, roots, f"{root.name}/{split}")
         if not real.is_dir():
-            raise InvalidJob(f"{root.name}/{split} is not a folder", code="invalid_dataset")
+            raise InvalidJob(f"{root.name}/{split} is not a folder", code=ErrorCode.INVALID_DATASET)
         splits[split] = real
         classes[split] = {
             entry.name
@@ -142,12 +142,15 @@ def _image_folder(root: Path, data_roots: Sequence[Path]) -> ImageFolder:
     for split in ("train", "val"):
         if not classes.get(split):
             raise InvalidJob(
-                f"{root.name}/{split} needs one folder of images per class", "dataset_not_found"
+                f"{root.name}/{split} needs one folder of images per class",
+                ErrorCode.DATASET_NOT_FOUND,
             )
     for split, found in classes.items():
         if not found <= classes["train"]:
             extra = ", ".join(sorted(found - classes["train"]))
-            raise InvalidJob(f"{split} has classes that train has not: {extra}", "invalid_dataset")
+            raise InvalidJob(
+                f"{split} has classes that train has not: {extra}", ErrorCode.INVALID_DATASET
+            )
     return ImageFolder(root=root, splits=splits, names=tuple(sorted(classes["train"])))
 
 
@@ -159,11 +162,12 @@ def _check_fits(task: str, dataset: Dataset) -> None:
         if key in keys and task != owner:
             raise InvalidJob(
                 f"{name} has {key!r}, which makes it a {owner} dataset; the model is {task}",
-                code="task_mismatch",
+                code=ErrorCode.TASK_MISMATCH,
             )
     if task == "pose" and "kpt_shape" not in keys:
         raise InvalidJob(
-            f"{name} has no kpt_shape; a pose model needs its keypoints", code="task_mismatch"
+            f"{name} has no kpt_shape; a pose model needs its keypoints",
+            code=ErrorCode.TASK_MISMATCH,
         )
     # semantic without masks_dir reads polygons from labels/, which ultralytics rasterises
     targets = (
@@ -175,7 +179,7 @@ def _check_fits(task: str, dataset: Dataset) -> None:
             if beside is None:
                 continue
             if not beside.is_dir():
-                code = "task_mismatch" if task == "depth" else "dataset_not_found"
+                code = ErrorCode.TASK_MISMATCH if task == "depth" else ErrorCode.DATASET_NOT_FOUND
                 raise InvalidJob(
                     f"{split} images at {_shown(path, dataset.root)} have no "
                     f"{_shown(beside, dataset.root)} folder for a {task} model",
@@ -197,7 +201,7 @@ def _check_label_shape(task: str, labels: Path, root: Path) -> None:
     if values < minimum or values % 2 == 0:
         raise InvalidJob(
             f"{_shown(first, root)} has {values} values a line; a {task} model needs {what}",
-            code="task_mismatch",
+            code=ErrorCode.TASK_MISMATCH,
         )
 
 

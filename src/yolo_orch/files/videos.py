@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from yolo_orch.errors import InvalidJob
+from yolo_orch.errors import ErrorCode, InvalidJob
 
 if TYPE_CHECKING:
     import cv2
@@ -89,7 +89,7 @@ def refuse_unreadable_videos(files: Iterable[Mapping[str, str]], max_pixels: int
         finally:
             capture.release()
         if isinstance(info, str):
-            raise InvalidJob(f"input {file['name']!r}: {info}", code="invalid_input")
+            raise InvalidJob(f"input {file['name']!r}: {info}", code=ErrorCode.INVALID_INPUT)
 
 
 @dataclass(frozen=True)

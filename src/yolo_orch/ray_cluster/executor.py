@@ -26,8 +26,8 @@ from ray.exceptions import (
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from yolo_orch.domain import ErrorCode, Job, JobError, JobResult
-from yolo_orch.errors import JobCancelled, RunLost, YoloOrchError
+from yolo_orch.domain import Job, JobError, JobResult
+from yolo_orch.errors import ErrorCode, JobCancelled, RunLost, YoloOrchError
 from yolo_orch.files.start_journal import StartJournal
 from yolo_orch.ray_cluster.actors import ping
 from yolo_orch.ray_cluster.hosts import Host, Hosts
@@ -71,7 +71,7 @@ class NodeJobFailed(YoloOrchError):
 
     def __init__(self, error: JobError, tampered_variant: str | None = None) -> None:
         super().__init__(error.message)
-        self.code = error.code
+        self.code = ErrorCode(error.code)
         self.tampered_variant = tampered_variant
         """The id of the variant whose files failed their fingerprints on the node."""
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import ray
 
-from yolo_orch.domain import ErrorCode, Job, JobError, JobResult, Progress
-from yolo_orch.errors import JobCancelled, VariantTampered
+from yolo_orch.domain import Job, JobError, JobResult, Progress
+from yolo_orch.errors import ErrorCode, JobCancelled, VariantTampered
 from yolo_orch.files.jobfiles import INPUTS_DIR, JOB_LOG, RESULT_FILE, RESULT_INDEX
 from yolo_orch.ray_cluster.node_cache import NodeModelCache, VariantOffer, WeightsOffer
 from yolo_orch.ray_cluster.node_runtime import (

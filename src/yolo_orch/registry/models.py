@@ -27,6 +27,7 @@ from yolo_orch.domain import JsonObject, Model, NewModel, model_name_from_file
 from yolo_orch.domain.variants import UNIMPORTABLE_SUFFIXES, ExportFormat, Variant
 from yolo_orch.errors import (
     BodyTooLarge,
+    ErrorCode,
     InvalidJob,
     InvalidWeights,
     ModelNotFound,
@@ -187,7 +188,7 @@ class ModelRegistry:
         export_format = ExportFormat.OPENVINO if source.is_dir() else importable_format(source.name)
         if export_format is ExportFormat.OPENVINO and not source.is_dir():
             raise InvalidJob(
-                f"{relative!r} is not an OpenVINO model folder", code="invalid_variant"
+                f"{relative!r} is not an OpenVINO model folder", code=ErrorCode.INVALID_VARIANT
             )
         return await self.variants.import_path(model, source, export_format, max_bytes)
 
@@ -280,7 +281,9 @@ class ModelRegistry:
                     continue
                 if stat.S_ISREG(mode) or (folders and stat.S_ISDIR(mode)):
                     return Path(real)
-        raise InvalidJob(f"{relative!r} is not a file under the model roots", code="file_not_found")
+        raise InvalidJob(
+            f"{relative!r} is not a file under the model roots", code=ErrorCode.FILE_NOT_FOUND
+        )
 
 
 def refuse_exported_file(file_name: str) -> None:
@@ -292,7 +295,7 @@ def refuse_exported_file(file_name: str) -> None:
     raise InvalidJob(
         f"{file_name!r} is an {export_format} model: import it as a variant of the .pt it was "
         "exported from (POST /v1/models/{ref}/variants)",
-        code="import_as_variant",
+        code=ErrorCode.IMPORT_AS_VARIANT,
     )
 
 

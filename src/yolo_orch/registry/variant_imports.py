@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from yolo_orch.domain.variants import ENTRY_NAMES, UNIMPORTABLE_SUFFIXES, ExportFormat
-from yolo_orch.errors import ExportDependencyMissing, InvalidJob
+from yolo_orch.errors import ErrorCode, ExportDependencyMissing, InvalidJob
 from yolo_orch.files import safe_yaml
 from yolo_orch.files.class_names import in_id_order
 from yolo_orch.files.shown_paths import ShownPaths
@@ -77,7 +77,7 @@ def importable_format(file_name: str) -> ExportFormat:
             raise InvalidJob(
                 f"{export_format} files cannot be imported: loading one deserialises code into the "
                 "server. Import the .pt and export it here instead (POST /v1/jobs, kind export)",
-                code="format_not_importable",
+                code=ErrorCode.FORMAT_NOT_IMPORTABLE,
             )
     if lowered.endswith(".onnx"):
         return ExportFormat.ONNX
@@ -86,7 +86,7 @@ def importable_format(file_name: str) -> ExportFormat:
     raise InvalidJob(
         f"{file_name!r}: a variant is an .onnx file, or an OpenVINO model (a .zip of its .xml, "
         ".bin and metadata.yaml, or a folder under a model root)",
-        code="unsupported_variant_file",
+        code=ErrorCode.UNSUPPORTED_VARIANT_FILE,
     )
 
 
@@ -98,7 +98,9 @@ def describe(entry: Path, export_format: ExportFormat, max_names: int) -> Export
         return _describe_onnx(entry)
     if export_format is ExportFormat.OPENVINO:
         return _describe_openvino(entry, max_names)
-    raise InvalidJob(f"{export_format} files cannot be imported", code="format_not_importable")
+    raise InvalidJob(
+        f"{export_format} files cannot be imported", code=ErrorCode.FORMAT_NOT_IMPORTABLE
+    )
 
 
 def unpack_openvino_zip(archive: Path, target: Path, max_bytes: int) -> None:
@@ -394,8 +396,12 @@ def _reason(error: Exception, folder: Path) -> str:
 
 
 def _bad_variant(reason: str) -> InvalidJob:
-    return InvalidJob(f"the file is not a usable exported model: {reason}", code="invalid_variant")
+    return InvalidJob(
+        f"the file is not a usable exported model: {reason}", code=ErrorCode.INVALID_VARIANT
+    )
 
 
 def _bad_archive(reason: str) -> InvalidJob:
-    return InvalidJob(f"the archive is not an OpenVINO model: {reason}", code="invalid_variant")
+    return InvalidJob(
+        f"the archive is not an OpenVINO model: {reason}", code=ErrorCode.INVALID_VARIANT
+    )

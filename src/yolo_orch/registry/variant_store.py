@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from yolo_orch.domain import JsonObject, Model
 from yolo_orch.domain.variants import ExportFormat, Lineage, NewVariant, Variant
-from yolo_orch.errors import BodyTooLarge, InvalidJob, VariantNotFound
+from yolo_orch.errors import BodyTooLarge, ErrorCode, InvalidJob, VariantNotFound
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.registry.downloads import remove_zips
 from yolo_orch.registry.manifests import Manifest, copy_tree_hashing, fingerprint_tree, remove_tree
@@ -145,7 +145,7 @@ class VariantRegistry:
             try:
                 await self._in_thread(copy_tree_hashing, source, staged, name)
             except ValueError as e:  # a link or a special file inside the folder
-                raise InvalidJob(str(e), code="invalid_variant") from None
+                raise InvalidJob(str(e), code=ErrorCode.INVALID_VARIANT) from None
             return await self._import_staged(model, staged, export_format, f"path:{source}")
         finally:
             await self._in_thread(remove_tree, staged)
@@ -221,7 +221,7 @@ class VariantRegistry:
                 f"the file is a {meta.task[:50]!r} model with classes "
                 f"{_preview(meta.class_names)}; model {model.name!r} is a {model.task} model "
                 f"with classes {_preview(model.class_names)}",
-                code="variant_mismatch",
+                code=ErrorCode.VARIANT_MISMATCH,
             )
         weights = self._weights_of(model)
         await self._in_thread(self._check, weights, entry, export_format, meta)

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from yolo_orch.domain import ErrorCode, Job, JobKind, JobResult, Progress
+from yolo_orch.domain import Job, JobKind, JobResult, Progress
+from yolo_orch.errors import ErrorCode
 from yolo_orch.runners.failures import failure_of
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import errno
 
-from yolo_orch.domain import ErrorCode, JobError
-from yolo_orch.errors import YoloOrchError
+from yolo_orch.domain import JobError
+from yolo_orch.errors import ErrorCode, YoloOrchError
 
 _STICKY_CUDA_ERRORS = (
     "illegal memory access",

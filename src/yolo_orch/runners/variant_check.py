@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from yolo_orch.domain.variants import ExportFormat, reproduction_tolerance
-from yolo_orch.errors import InvalidJob, ModelTampered, YoloOrchError
+from yolo_orch.errors import ErrorCode, InvalidJob, ModelTampered, YoloOrchError
 from yolo_orch.files.shown_paths import ShownPaths
 from yolo_orch.registry.variant_store import CheckImport
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file
@@ -201,7 +201,7 @@ def _run_variant(
         raise InvalidJob(
             f"the file is not a usable exported model: ultralytics cannot run it on the probe "
             f"({type(e).__name__}: {said[:200]})",
-            code="invalid_variant",
+            code=ErrorCode.INVALID_VARIANT,
         ) from None
 
 
@@ -261,7 +261,7 @@ def _tensors(outputs: Any) -> list[NDArray[Any]]:
 
 def _mismatch(reason: str) -> InvalidJob:
     return InvalidJob(
-        f"the variant does not reproduce its model: {reason}", code="variant_mismatch"
+        f"the variant does not reproduce its model: {reason}", code=ErrorCode.VARIANT_MISMATCH
     )
 
 

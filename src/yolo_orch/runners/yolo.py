@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import anyio.from_thread
 
-from yolo_orch.domain import ErrorCode, JobKind, JobResult, JsonObject
-from yolo_orch.errors import InvalidJobInput, VariantTampered
+from yolo_orch.domain import JobKind, JobResult, JsonObject
+from yolo_orch.errors import ErrorCode, InvalidJobInput, VariantTampered
 from yolo_orch.registry.models import ModelRegistry, model_view
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.variant_store import variant_view

@@ -1,5 +1,5 @@
-"""One error family. Each carries a stable machine `code`; HTTP status codes are chosen only at the
-API edge (`api/problems.py`)."""
+"""One error family. Each carries a stable machine `code` (`ErrorCode`, in `codes`); HTTP status
+codes are chosen only at the API edge (`api/problems.py`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import difflib
 from collections.abc import Sequence
 from pathlib import Path
 
+from yolo_orch.errors.codes import ErrorCode as ErrorCode
 from yolo_orch.setting_hints import named, set_setting
 
 
 class YoloOrchError(Exception):
-    code = "error"
+    code: ErrorCode
+    """Each subclass names its own."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -19,15 +21,15 @@ class YoloOrchError(Exception):
 
 
 class Unauthorized(YoloOrchError):
-    code = "unauthorized"
+    code = ErrorCode.UNAUTHORIZED
 
 
 class Forbidden(YoloOrchError):
-    code = "forbidden"
+    code = ErrorCode.FORBIDDEN
 
 
 class JobNotFound(YoloOrchError):
-    code = "job_not_found"
+    code = ErrorCode.JOB_NOT_FOUND
 
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job with id {job_id!r}")
@@ -35,7 +37,7 @@ class JobNotFound(YoloOrchError):
 
 
 class ModelUnusable(YoloOrchError):
-    code = "model_unusable"
+    code = ErrorCode.MODEL_UNUSABLE
 
     def __init__(self, model: str) -> None:
         super().__init__(
@@ -46,21 +48,21 @@ class ModelUnusable(YoloOrchError):
 
 
 class ArtifactNotFound(YoloOrchError):
-    code = "artifact_not_found"
+    code = ErrorCode.ARTIFACT_NOT_FOUND
 
     def __init__(self, job_id: str, name: str) -> None:
         super().__init__(f"job {job_id} has no artifact named {name!r}")
 
 
 class FramesNotFound(YoloOrchError):
-    code = "frames_not_found"
+    code = ErrorCode.FRAMES_NOT_FOUND
 
     def __init__(self, job_id: str, entry: int) -> None:
         super().__init__(f"entry {entry} of job {job_id}'s result is not a video with frames")
 
 
 class ModelNotFound(YoloOrchError):
-    code = "model_not_found"
+    code = ErrorCode.MODEL_NOT_FOUND
 
     def __init__(self, model: str, known: Sequence[str] | None = None) -> None:
         """`known`: the names of the registry's models, to suggest close ones from (None: a
@@ -86,7 +88,7 @@ def _what_there_is(model: str, known: Sequence[str]) -> str:
 
 
 class ModelNameTaken(YoloOrchError):
-    code = "model_name_taken"
+    code = ErrorCode.MODEL_NAME_TAKEN
 
     def __init__(self, name: str) -> None:
         super().__init__(f"another model is already named {name!r}")
@@ -94,7 +96,7 @@ class ModelNameTaken(YoloOrchError):
 
 
 class ModelInUse(YoloOrchError):
-    code = "model_in_use"
+    code = ErrorCode.MODEL_IN_USE
 
     def __init__(self, ref: str, job_ids: list[str]) -> None:
         shown = ", ".join(job_ids[:5]) + (" ..." if len(job_ids) > 5 else "")
@@ -108,9 +110,10 @@ class ModelInUse(YoloOrchError):
 class InvalidJob(YoloOrchError):
     """A submission that is well-formed JSON but cannot run here."""
 
-    def __init__(self, message: str, code: str = "invalid_job") -> None:
+    def __init__(self, message: str, code: ErrorCode | str = ErrorCode.INVALID_JOB) -> None:
         super().__init__(message)
-        self.code = code
+        # A plain string is still taken from callers not yet moved to members: it must be one.
+        self.code = ErrorCode(code)
 
 
 SHOWN_PATH_CHARS = 200
@@ -125,7 +128,7 @@ def shown_path(path: str) -> str:
 
 
 class PathOutsideRoots(YoloOrchError):
-    code = "path_outside_roots"
+    code = ErrorCode.PATH_OUTSIDE_ROOTS
 
     def __init__(self, path: str, why: str) -> None:
         super().__init__(f"{shown_path(path)} is refused: {why}")
@@ -136,7 +139,7 @@ class InvalidPath(YoloOrchError):
     """A client-named path the file system refuses: too long, a symlink loop, a file where a
     folder should be, no permission. `code` says which."""
 
-    def __init__(self, path: str, why: str, code: str = "invalid_path") -> None:
+    def __init__(self, path: str, why: str, code: ErrorCode = ErrorCode.INVALID_PATH) -> None:
         super().__init__(f"{shown_path(path)} cannot be used: {why}")
         self.path = path
         self.code = code
@@ -145,7 +148,7 @@ class InvalidPath(YoloOrchError):
 class InputWalkTooLarge(YoloOrchError):
     """Expanding a glob visited more entries, or took longer, than a submission may."""
 
-    code = "input_walk_too_large"
+    code = ErrorCode.INPUT_WALK_TOO_LARGE
 
     def __init__(self, pattern: str, why: str) -> None:
         super().__init__(f"expanding {shown_path(pattern)} was stopped: {why}")
@@ -153,7 +156,7 @@ class InputWalkTooLarge(YoloOrchError):
 
 
 class BodyTooLarge(YoloOrchError):
-    code = "body_too_large"
+    code = ErrorCode.BODY_TOO_LARGE
 
     def __init__(self, limit: int, what: str = "the request body") -> None:
         super().__init__(f"{what} is larger than the {limit} bytes allowed")
@@ -161,13 +164,13 @@ class BodyTooLarge(YoloOrchError):
 
 
 class UnsupportedMediaType(YoloOrchError):
-    code = "unsupported_media_type"
+    code = ErrorCode.UNSUPPORTED_MEDIA_TYPE
 
 
 class RangeNotSatisfiable(YoloOrchError):
     """No range of a `Range` header overlaps the file it asks for."""
 
-    code = "range_not_satisfiable"
+    code = ErrorCode.RANGE_NOT_SATISFIABLE
 
     def __init__(self, header: str, size: int) -> None:
         super().__init__(f"no range of {header!r} overlaps the {size} bytes of this file")
@@ -175,11 +178,11 @@ class RangeNotSatisfiable(YoloOrchError):
 
 
 class InvalidCursor(YoloOrchError):
-    code = "invalid_cursor"
+    code = ErrorCode.INVALID_CURSOR
 
 
 class QueueFull(YoloOrchError):
-    code = "queue_full"
+    code = ErrorCode.QUEUE_FULL
 
     def __init__(self, max_queued: int, retry_after_s: int = 1) -> None:
         super().__init__(f"the queue is full ({max_queued} jobs waiting); retry later")
@@ -191,7 +194,7 @@ class ImportsBusy(YoloOrchError):
     """As many imports (models and variants together) as `max_concurrent_imports` allows are
     under way: each holds its file on disk and, for a variant, two models in memory."""
 
-    code = "imports_busy"
+    code = ErrorCode.IMPORTS_BUSY
 
     def __init__(self, limit: int, retry_after_s: int) -> None:
         super().__init__(
@@ -203,7 +206,7 @@ class ImportsBusy(YoloOrchError):
 
 
 class IdempotencyKeyReused(YoloOrchError):
-    code = "idempotency_key_reused"
+    code = ErrorCode.IDEMPOTENCY_KEY_REUSED
 
     def __init__(self, key: str, job_id: str) -> None:
         super().__init__(
@@ -214,7 +217,7 @@ class IdempotencyKeyReused(YoloOrchError):
 
 
 class JobAlreadyFinished(YoloOrchError):
-    code = "job_finished"
+    code = ErrorCode.JOB_FINISHED
 
     def __init__(self, job_id: str, state: str) -> None:
         super().__init__(f"job {job_id} is already {state}")
@@ -223,7 +226,7 @@ class JobAlreadyFinished(YoloOrchError):
 
 
 class JobActive(YoloOrchError):
-    code = "job_active"
+    code = ErrorCode.JOB_ACTIVE
 
     def __init__(self, job_id: str, state: str) -> None:
         super().__init__(f"job {job_id} is {state}; only a finished job can be deleted")
@@ -235,7 +238,7 @@ class InsufficientStorage(YoloOrchError):
     """Free space is below `min_free_bytes` where the server would store what it is sent, or
     the disk filled up while it stored it (`full`)."""
 
-    code = "insufficient_storage"
+    code = ErrorCode.INSUFFICIENT_STORAGE
 
     def __init__(self, where: list[str], *, full: bool = False) -> None:
         reason = "the disk filled up" if full else f"below {named('min_free_bytes')}"
@@ -249,7 +252,7 @@ class InsufficientStorage(YoloOrchError):
 class ResultNotReady(YoloOrchError):
     """The job is queued or running: it may have a result later."""
 
-    code = "result_not_ready"
+    code = ErrorCode.RESULT_NOT_READY
 
     def __init__(self, job_id: str, state: str) -> None:
         super().__init__(f"job {job_id} is {state}; a result exists only once it has succeeded")
@@ -260,7 +263,7 @@ class ResultNotReady(YoloOrchError):
 class NoResult(YoloOrchError):
     """The job failed or was cancelled: it will never have a result, so waiting is no use."""
 
-    code = "no_result"
+    code = ErrorCode.NO_RESULT
 
     def __init__(self, job_id: str, state: str) -> None:
         why = "failed: see its error" if state == "failed" else "was cancelled: it has no result"
@@ -272,7 +275,7 @@ class NoResult(YoloOrchError):
 class ResultTooLarge(YoloOrchError):
     """Raised while a job's result is written: it would pass `max_result_bytes`."""
 
-    code = "result_too_large"
+    code = ErrorCode.RESULT_TOO_LARGE
 
     def __init__(self, limit: int) -> None:
         super().__init__(
@@ -284,7 +287,7 @@ class ResultTooLarge(YoloOrchError):
 
 
 class ShuttingDown(YoloOrchError):
-    code = "shutting_down"
+    code = ErrorCode.SHUTTING_DOWN
 
     def __init__(self) -> None:
         super().__init__("the server is shutting down and accepts no new jobs")
@@ -293,7 +296,7 @@ class ShuttingDown(YoloOrchError):
 def no_data_roots() -> InvalidJob:
     return InvalidJob(
         "this server has no data_roots configured: " + set_setting("data_roots", '["/srv/images"]'),
-        code="no_data_roots",
+        code=ErrorCode.NO_DATA_ROOTS,
     )
 
 
@@ -301,7 +304,7 @@ def no_model_roots() -> InvalidJob:
     return InvalidJob(
         "this server has no model_roots configured: "
         + set_setting("model_roots", '["/srv/weights"]'),
-        code="no_model_roots",
+        code=ErrorCode.NO_MODEL_ROOTS,
     )
 
 
@@ -313,17 +316,19 @@ def too_many_gpus(asked: int, most: int, *, on_cluster: bool) -> InvalidJob:
         if on_cluster
         else f"this host has {most}"
     )
-    return InvalidJob(f"the job asks for {asked} GPUs; {where} lane(s)", code="too_many_gpus")
+    return InvalidJob(
+        f"the job asks for {asked} GPUs; {where} lane(s)", code=ErrorCode.TOO_MANY_GPUS
+    )
 
 
 class InstanceLocked(YoloOrchError):
-    code = "instance_locked"
+    code = ErrorCode.INSTANCE_LOCKED
 
 
 class JobCancelled(YoloOrchError):
     """Raised by a runner when it stops early because cancel was asked."""
 
-    code = "cancelled"
+    code = ErrorCode.CANCELLED
 
     def __init__(self, message: str = "cancelled on request") -> None:
         super().__init__(message)
@@ -333,26 +338,26 @@ class RunLost(YoloOrchError):
     """A run ended without an outcome because the cluster node it ran on went away: the job
     goes back to the queue, its attempt counted, as after a crash."""
 
-    code = "node_lost"
+    code = ErrorCode.NODE_LOST
 
 
 class InvalidJobInput(YoloOrchError):
     """Raised by a runner when the job's own input is unusable (not a server fault)."""
 
-    code = "invalid_input"
+    code = ErrorCode.INVALID_INPUT
 
 
 class DatasetNotShared(YoloOrchError):
     """Raised on a Ray node when a job's dataset is not under `shared_data_roots`, or not on
     that node (its shared folder not mounted there)."""
 
-    code = "dataset_not_shared"
+    code = ErrorCode.DATASET_NOT_SHARED
 
 
 class InvalidWeights(YoloOrchError):
     """The file is not an ultralytics checkpoint this server can load safely."""
 
-    code = "invalid_weights"
+    code = ErrorCode.INVALID_WEIGHTS
 
     def __init__(self, path: Path, reason: str) -> None:
         super().__init__(f"{path.name} is not a usable YOLO checkpoint: {reason}")
@@ -363,7 +368,7 @@ class InvalidWeights(YoloOrchError):
 class ModelTampered(YoloOrchError):
     """The file on disk no longer has the fingerprint recorded when it was imported."""
 
-    code = "model_tampered"
+    code = ErrorCode.MODEL_TAMPERED
 
     def __init__(self, path: Path, expected: str, actual: str) -> None:
         super().__init__(
@@ -378,7 +383,7 @@ class ExportDependencyMissing(YoloOrchError):
     """An export or a variant load needs a package this host does not have. The server never
     installs one itself: it comes from the project's extras."""
 
-    code = "export_dependency_missing"
+    code = ErrorCode.EXPORT_DEPENDENCY_MISSING
 
     def __init__(self, package: str, purpose: str) -> None:
         super().__init__(
@@ -389,7 +394,7 @@ class ExportDependencyMissing(YoloOrchError):
 
 
 class ModelHasVariants(YoloOrchError):
-    code = "model_has_variants"
+    code = ErrorCode.MODEL_HAS_VARIANTS
 
     def __init__(self, ref: str, variant_ids: list[str]) -> None:
         super().__init__(
@@ -401,7 +406,7 @@ class ModelHasVariants(YoloOrchError):
 
 
 class VariantNotFound(YoloOrchError):
-    code = "variant_not_found"
+    code = ErrorCode.VARIANT_NOT_FOUND
 
     def __init__(self, variant_id: str) -> None:
         super().__init__(f"no model variant with id {variant_id!r}")
@@ -421,7 +426,7 @@ class VariantTampered(ModelTampered):
 class UploadNotFound(YoloOrchError):
     """Only images uploaded with a job are served back; inputs named under a data root are not."""
 
-    code = "upload_not_found"
+    code = ErrorCode.UPLOAD_NOT_FOUND
 
     def __init__(self, job_id: str, index: int) -> None:
         super().__init__(f"job {job_id} has no uploaded input image number {index}")
