@@ -11,8 +11,8 @@ imports httpx and pydantic, never the server, FastAPI or torch (docs/client.md).
 """
 
 from yolo_orch.client.aio import AsyncClient
-from yolo_orch.client.errors import ApiError, ExitCode
+from yolo_orch.client.errors import ApiError, ClientCode, ExitCode
 from yolo_orch.client.shapes import Job, JobEvent
 from yolo_orch.client.sync import Client
 
-__all__ = ["ApiError", "AsyncClient", "Client", "ExitCode", "Job", "JobEvent"]
+__all__ = ["ApiError", "AsyncClient", "Client", "ClientCode", "ExitCode", "Job", "JobEvent"]

@@ -17,7 +17,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from yolo_orch.client import wire
-from yolo_orch.client.errors import TERMINAL_STATES, ApiError
+from yolo_orch.client.errors import ApiError
 from yolo_orch.client.follow import RECONNECT_BUDGET_S, STREAM_ENDED, Reconnects, job_event
 from yolo_orch.client.shapes import (
     IMAGE_RESULT,
@@ -168,7 +168,7 @@ class AsyncClient:
             if left <= 0:
                 raise TimeoutError(f"job {job_id} did not end within {timeout_s:g} s")
             job = await self.job(job_id, wait_s=min(left, wire.WAIT_CHUNK_S))
-            if job.state in TERMINAL_STATES:
+            if job.state.is_terminal:
                 return job
 
     async def events(
@@ -195,7 +195,7 @@ class AsyncClient:
                         if followed is None:
                             continue
                         yield followed
-                        if followed.job.state in TERMINAL_STATES:
+                        if followed.job.state.is_terminal:
                             return
                 await asyncio.sleep(reconnects.delay_after(STREAM_ENDED))
             except ApiError as exc:

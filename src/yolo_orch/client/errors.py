@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import enum
 
-# The job states the server never leaves; a job in one of them has ended.
-TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+from yolo_orch.domain import JobState
 
 
 class ExitCode(enum.IntEnum):
@@ -35,11 +34,11 @@ class ExitCode(enum.IntEnum):
         return cls.USAGE
 
     @classmethod
-    def for_state(cls, state: str) -> ExitCode:
+    def for_state(cls, state: JobState) -> ExitCode:
         """The exit code for a job's state: only `failed` and `cancelled` are not OK."""
-        if state == "failed":
+        if state is JobState.FAILED:
             return cls.JOB_FAILED
-        if state == "cancelled":
+        if state is JobState.CANCELLED:
             return cls.JOB_CANCELLED
         return cls.OK
 
@@ -60,11 +59,24 @@ def exit_codes_help() -> str:
     return "\n".join(f"{code.value}  {code.description}" for code in ExitCode)
 
 
+class ClientCode(enum.StrEnum):
+    """The codes of the failures the client finds itself, which no server sends (the server's
+    are `yolo_orch.errors.ErrorCode`; none has the same value). An error answer without problem
+    JSON (a proxy's, say) has the code `http_<status>`."""
+
+    UNREACHABLE = "unreachable"
+    """No answer came: the server could not be reached, or did not answer in time."""
+    STREAM_ENDED = "stream_ended"
+    """A job's event stream ended before the job did, and could not be taken up again."""
+    NO_JOB = "no_job"
+    """A job's events ended without ever showing the job."""
+
+
 class ApiError(Exception):
     """A request that did not succeed: a problem answer from the server, or no answer at all.
 
-    `code` is the server's machine code (`job_not_found`, `queue_full`, ...) or, when the server
-    could not be reached, `unreachable`."""
+    `code` is the server's machine code (`job_not_found`, `queue_full`, ...: an `ErrorCode`) or
+    one of the client's own (`ClientCode`, `http_<status>`)."""
 
     def __init__(
         self, detail: str, code: str, exit_code: ExitCode, status: int | None = None

@@ -12,7 +12,7 @@ import httpx
 from httpx_sse import ServerSentEvent
 from pydantic import ValidationError
 
-from yolo_orch.client.errors import TERMINAL_STATES, ApiError, ExitCode
+from yolo_orch.client.errors import ApiError, ClientCode, ExitCode
 from yolo_orch.client.shapes import Job, JobEvent
 
 
@@ -34,7 +34,9 @@ RECONNECT_BUDGET_S = 30.0
 _FIRST_DELAY_S = 0.5
 _MAX_DELAY_S = 5.0
 _JOB_EVENTS = frozenset({"state", "progress", "message"})
-STREAM_ENDED = ApiError("the event stream ended early", "stream_ended", ExitCode.UNAVAILABLE)
+STREAM_ENDED = ApiError(
+    "the event stream ended early", ClientCode.STREAM_ENDED, ExitCode.UNAVAILABLE
+)
 
 
 class Reconnects:
@@ -105,7 +107,7 @@ def follow_events(
                 if followed is None:
                     continue
                 yield followed
-                if followed.job.state in TERMINAL_STATES:
+                if followed.job.state.is_terminal:
                     return
             # The stream ended before the job did (a restart, a proxy timeout): resume it.
             sleep(reconnects.delay_after(STREAM_ENDED))
@@ -137,6 +139,6 @@ def _poll(
             changed = previous is None or job.state != previous.state
             yield JobEvent(id=None, event="state" if changed else "progress", job=job)
             previous = job
-        if job.state in TERMINAL_STATES:
+        if job.state.is_terminal:
             return
         sleep(interval_s)

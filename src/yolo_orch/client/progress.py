@@ -19,7 +19,6 @@ from rich.progress import (
 from rich.table import Column
 from rich.text import Text
 
-from yolo_orch.client.errors import TERMINAL_STATES
 from yolo_orch.client.render import job_line, progress_text
 from yolo_orch.client.shapes import Job
 from yolo_orch.client.summary import completed_epochs, training_status
@@ -82,7 +81,7 @@ class JobProgress:
             # A line per state (and per epoch), not per progress tick; the final state is the
             # caller's to show.
             line = job_line(job) if job.kind != "training" else _training_line(job, count)
-            if line != self._last_line and job.state not in TERMINAL_STATES:
+            if line != self._last_line and not job.state.is_terminal:
                 self._console.print(Text(line), soft_wrap=True)
             self._last_line = line
             return

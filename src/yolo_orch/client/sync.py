@@ -16,7 +16,7 @@ import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 
 from yolo_orch.client import wire
-from yolo_orch.client.errors import TERMINAL_STATES, ApiError
+from yolo_orch.client.errors import ApiError
 from yolo_orch.client.follow import follow_events
 from yolo_orch.client.shapes import (
     IMAGE_RESULT,
@@ -190,7 +190,7 @@ class Client:
             if left <= 0:
                 raise TimeoutError(f"job {job_id} did not end within {timeout_s:g} s")
             job = self.job(job_id, wait_s=min(left, wire.WAIT_CHUNK_S))
-            if job.state in TERMINAL_STATES:
+            if job.state.is_terminal:
                 return job
 
     def events(

@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote
 import httpx
 
 from yolo_orch import __version__
-from yolo_orch.client.errors import ApiError, ExitCode
+from yolo_orch.client.errors import ApiError, ClientCode, ExitCode
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV = "YOLO_ORCH_URL"
@@ -101,7 +101,7 @@ def unreachable(url: str, exc: httpx.TransportError) -> ApiError:
         detail = f"no answer from {url} in time ({type(exc).__name__})"
     else:
         detail = f"cannot reach the server at {url}: {exc or type(exc).__name__}"
-    return ApiError(detail, "unreachable", ExitCode.UNAVAILABLE)
+    return ApiError(detail, ClientCode.UNREACHABLE, ExitCode.UNAVAILABLE)
 
 
 def problem(response: httpx.Response, has_token: bool) -> ApiError:

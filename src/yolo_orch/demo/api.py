@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 
 from yolo_orch.demo.server import DemoServer
+from yolo_orch.domain import JobState
 
 __all__ = ["DemoApi", "DemoFailed", "Json"]
 
 Json = dict[str, Any]
-TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 POLL_WAIT_S = 2  # a long poll's hold: how often progress is shown while a job runs
 JOB_DEADLINE_S = 3600.0
 
@@ -46,7 +46,7 @@ class DemoApi:
         job = self._call("POST", "/v1/jobs", json=body)
         self._progress(job)
         try:
-            while job["state"] not in TERMINAL_STATES:
+            while not JobState(job["state"]).is_terminal:
                 job = self._call(
                     "GET", f"/v1/jobs/{job['id']}", headers={"Prefer": f"wait={POLL_WAIT_S}"}
                 )
@@ -56,7 +56,7 @@ class DemoApi:
             # next start, ahead of the next demo's jobs.
             self._cancel_quietly(job["id"])
             raise
-        if job["state"] != "succeeded":
+        if job["state"] != JobState.SUCCEEDED:
             error = job.get("error") or {}
             raise DemoFailed(
                 f"the {job['kind']} job {job['id']} {job['state']}: "

@@ -13,7 +13,7 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from yolo_orch.client import render
-from yolo_orch.client.errors import TERMINAL_STATES, ApiError, ExitCode
+from yolo_orch.client.errors import ApiError, ClientCode, ExitCode
 from yolo_orch.client.progress import JobProgress
 from yolo_orch.client.shapes import Job
 from yolo_orch.client.summary import job_summary
@@ -142,7 +142,7 @@ def submitted(client: Client, job: Job, *, wait_: bool, quiet: bool, as_json: bo
 def follow(client: Client, job: Job | str, *, as_json: bool, quiet: bool) -> ExitCode:
     """Follow the job to its end (unless it has ended); print it and what it came to; the
     exit code for it."""
-    final = job if isinstance(job, Job) and job.state in TERMINAL_STATES else None
+    final = job if isinstance(job, Job) and job.state.is_terminal else None
     if final is None:
         job_id = job.id if isinstance(job, Job) else job
         with JobProgress(err(), job_id, client.metrics, silent=quiet or as_json) as view:
@@ -150,7 +150,7 @@ def follow(client: Client, job: Job | str, *, as_json: bool, quiet: bool) -> Exi
                 final = event.job
                 view.update(final)
     if final is None:  # events end only with a terminal job or an error
-        raise ApiError("the server never showed the job", "no_job", ExitCode.UNAVAILABLE)
+        raise ApiError("the server never showed the job", ClientCode.NO_JOB, ExitCode.UNAVAILABLE)
     if as_json:
         typer.echo(render.to_json(final))
     elif not quiet:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from typing import Annotated
 
 import typer
@@ -21,23 +20,9 @@ from yolo_orch.client.commands.common import (
 from yolo_orch.client.errors import ExitCode
 from yolo_orch.client.shapes import Job
 from yolo_orch.client.wire import DEFAULT_URL
+from yolo_orch.domain import JobKind, JobState
 
 JobId = Annotated[str, typer.Argument(metavar="JOB", help="The job's id.", show_default=False)]
-
-
-class State(enum.StrEnum):
-    queued = "queued"
-    running = "running"
-    succeeded = "succeeded"
-    failed = "failed"
-    cancelled = "cancelled"
-
-
-class Kind(enum.StrEnum):
-    inference = "inference"
-    training = "training"
-    validation = "validation"
-    export = "export"
 
 
 def status(
@@ -73,7 +58,7 @@ def cancel(
     """Cancel a job: a queued one at once, a running one at its next safe point."""
     with connect(url, token) as client:
         job = client.cancel(job_id)
-    if job.state == "cancelled":
+    if job.state is JobState.CANCELLED:
         line = f"job {job_id} cancelled"
     else:
         line = f"cancel requested: job {job_id} stops at its next safe point"
@@ -90,23 +75,22 @@ def delete(job_id: JobId, url: Url = DEFAULT_URL, token: Token = None) -> None:
 
 def list_jobs(
     states: Annotated[
-        list[State] | None,
+        list[JobState] | None,
         typer.Option(
             "--state",
             "-s",
             metavar="STATE",
-            help="Only jobs in this state (queued, running, succeeded, failed, cancelled). "
-            "Repeatable.",
+            help=f"Only jobs in this state ({', '.join(JobState)}). Repeatable.",
             show_default=False,
         ),
     ] = None,
     kinds: Annotated[
-        list[Kind] | None,
+        list[JobKind] | None,
         typer.Option(
             "--kind",
             "-k",
             metavar="KIND",
-            help="Only jobs of this kind (inference, training, validation, export). Repeatable.",
+            help=f"Only jobs of this kind ({', '.join(JobKind)}). Repeatable.",
             show_default=False,
         ),
     ] = None,
