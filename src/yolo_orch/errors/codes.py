@@ -117,7 +117,6 @@ class ErrorCode(enum.StrEnum):
     )
 
     # A submission or an import the server refuses (422).
-    INVALID_JOB = "invalid_job", "A well-formed submission that cannot run here."
     TOO_MANY_GPUS = "too_many_gpus", "The job asks for more GPUs than a host (or node) has lanes."
     NO_DATA_ROOTS = (
         "no_data_roots",
