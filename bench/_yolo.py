@@ -14,9 +14,14 @@ from typing import Any
 
 import httpx
 
-from bench._server import BenchServer, running_server
+from bench._server import running_server
+from yolo_orch.testing import Server
+from yolo_orch.testing.training import make_dataset
+from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics, make_images
 
 MODEL = "tiny"
+JOB_TIMEOUT_S = 600.0
+"""How long a benchmark waits for one real job (`wait_terminal` long-polls meanwhile)."""
 
 
 @dataclass(frozen=True)
@@ -28,34 +33,23 @@ class Workspace:
     """The checkpoint, `tiny.pt`, under the server's model root."""
 
 
-def configure(base: Path) -> None:
-    """ultralytics offline and quiet in this process; before anything imports it."""
-    from yolo_orch.runners.yolo_env import configure_ultralytics
-
-    configure_ultralytics(base / "ultralytics-config")
-
-
 @contextlib.contextmanager
 def workspace(image_sets: dict[str, int], dataset: bool = False) -> Iterator[Workspace]:
     """`image_sets`: folder name -> image count, written under the data root."""
-    from tests.yolo_fixtures import build_checkpoint, make_images
-
     with tempfile.TemporaryDirectory(prefix="yolo-orch-bench-ws-") as tmp:
         root = Path(tmp)
-        configure(root)
+        ensure_ultralytics(root)  # offline and quiet, before anything imports ultralytics
         data = root / "data"
         for seed, (name, count) in enumerate(sorted(image_sets.items())):
             make_images(data / name, count, seed=seed)
         if dataset:
-            from tests.training_fixtures import make_dataset
-
             make_dataset(data / "train-set", n_train=16, n_val=4, size=64)
         weights = build_checkpoint(root / "weights" / f"{MODEL}.pt")
         yield Workspace(root, data, weights)
 
 
 @contextlib.contextmanager
-def real_server(ws: Workspace, **settings: Any) -> Iterator[BenchServer]:
+def real_server(ws: Workspace, **settings: Any) -> Iterator[Server]:
     """A `runtime = "auto"` server over `ws`, with the checkpoint imported as `tiny`."""
     with running_server(
         runtime="auto",
@@ -73,22 +67,6 @@ def real_server(ws: Workspace, **settings: Any) -> Iterator[BenchServer]:
 
 def inference_job(inputs: list[str], imgsz: int) -> dict[str, Any]:
     return {"kind": "inference", "model": MODEL, "inputs": inputs, "params": {"imgsz": imgsz}}
-
-
-def wait_job(client: httpx.Client, job_id: str, timeout_s: float = 600) -> dict[str, Any]:
-    """Wait until the job is terminal and return it: long polls (`Prefer: wait`), so the wait
-    costs the server one request per minute, not a poll loop competing with the job for the CPU
-    and the GIL."""
-    deadline = time.monotonic() + timeout_s
-    longest = min(60.0, (client.timeout.read or 60.0) - 2)  # answered before the client gives up
-    while True:
-        wait = max(1, int(min(longest, deadline - time.monotonic())))
-        response = client.get(f"/v1/jobs/{job_id}", headers={"Prefer": f"wait={wait}"})
-        job: dict[str, Any] = response.json()
-        if job["state"] in ("succeeded", "failed", "cancelled"):
-            return job
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"job {job_id} still {job['state']} after {timeout_s}s")
 
 
 def training_probe(client: httpx.Client, **params: object) -> httpx.Response:

@@ -29,7 +29,8 @@ from typing import Any
 
 import httpx
 
-from bench._server import list_jobs, running_server, wait_all_terminal
+from bench._server import running_server
+from yolo_orch.testing import list_jobs, wait_all_terminal
 
 
 def job_body(
@@ -80,7 +81,7 @@ def run(lanes: int, seconds: float, work_s: float, training_share: float) -> dic
             time.sleep(0.01)
         asyncio.run(fill(server.url, bodies))
         client.post(f"/v1/jobs/{gate}/cancel")
-        wait_all_terminal(client, timeout_s=count * seconds + 120)
+        wait_all_terminal(client, timeout=count * seconds + 120)
         jobs = [job for job in list_jobs(client) if job["id"] != gate]
         gate_job = client.get(f"/v1/jobs/{gate}").json()
     states = {job["state"] for job in jobs}
@@ -129,7 +130,7 @@ def run_zero(lanes: int, count: int, batch: int) -> dict[str, float]:
             time.sleep(0.01)
         asyncio.run(fill(server.url, bodies))
         client.post(f"/v1/jobs/{gate}/cancel")
-        wait_all_terminal(client, timeout_s=count + 120)
+        wait_all_terminal(client, timeout=count + 120)
         jobs = [job for job in list_jobs(client) if job["id"] != gate]
         gate_job = client.get(f"/v1/jobs/{gate}").json()
     states = {job["state"] for job in jobs}

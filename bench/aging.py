@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 
-from bench._server import percentile, running_server, wait_all_terminal
+from bench._server import percentile, running_server
+from yolo_orch.testing import wait_all_terminal
 
 
 def job(priority: int, seconds: float) -> dict[str, Any]:
@@ -46,7 +47,7 @@ def run(rate: float, stream_s: float, job_s: float, depth: int = 4) -> dict[str,
             for _ in range(depth + 2 - len(queued["jobs"])):  # the low job is one of them
                 high.append(client.post("/v1/jobs", json=job(100, job_s)).json()["id"])
             time.sleep(job_s / 2)
-        wait_all_terminal(client, timeout_s=120)
+        wait_all_terminal(client, timeout=120)
         low_job = client.get(f"/v1/jobs/{low}").json()
         high_waits = [_wait(client.get(f"/v1/jobs/{job_id}").json()) for job_id in high]
         stream_started = _ts(client.get(f"/v1/jobs/{high[0]}").json()["created_at"])

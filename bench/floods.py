@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bench._server import percentile, read_rss_kib, running_server
+from bench._server import percentile, running_server
+from yolo_orch.testing import read_rss_kib
 
 LONG_JOB = {"kind": "inference", "model": "sim", "inputs": ["long.jpg"], "params": {}}
 SHORT_JOB = {"kind": "inference", "model": "sim", "inputs": ["short.jpg"], "params": {}}

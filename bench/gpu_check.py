@@ -35,8 +35,13 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from tests.training_fixtures import TrainingRecorder, make_dataset
-from tests.yolo_fixtures import RecordingContext, ensure_ultralytics, fixed_resolver, make_images
+from yolo_orch.testing.training import TrainingRecorder, make_dataset
+from yolo_orch.testing.yolo import (
+    RecordingContext,
+    ensure_ultralytics,
+    fixed_resolver,
+    make_images,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 Row = tuple[str, str, str, str]

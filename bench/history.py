@@ -38,13 +38,14 @@ from typing import Any
 
 import httpx
 
-from bench._server import BenchServer, percentile, running_server, submit_all
+from bench._server import percentile, running_server, submit_all
 from yolo_orch.config import Settings
 from yolo_orch.domain import QueueOrder
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.sqlite import SQLiteJobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase
+from yolo_orch.testing import Server
 
 LANES = 2
 WINDOW = 2 * LANES + LANES
@@ -231,7 +232,7 @@ async def _pick_ms(path: Path) -> tuple[float, float]:
     return statistics.median(samples), percentile(samples, 0.95)
 
 
-def _server(data_dir: Path) -> contextlib.AbstractContextManager[BenchServer]:
+def _server(data_dir: Path) -> contextlib.AbstractContextManager[Server]:
     return running_server(
         data_dir=data_dir,
         sim_lanes=LANES,

@@ -35,8 +35,9 @@ from typing import Any
 
 import httpx
 
-from bench._yolo import MODEL, inference_job, real_server, wait_job, workspace
+from bench._yolo import JOB_TIMEOUT_S, MODEL, inference_job, real_server, workspace
 from bench.inference_overhead import Direct, server_job_seconds
+from yolo_orch.testing import wait_terminal
 
 SETS = {"one": 1, "batch32": 32}
 EXPORTED = ("onnx", "openvino")
@@ -205,7 +206,7 @@ def run_server(
     response = client.post("/v1/jobs", json=body)
     if response.status_code != 202:
         raise RuntimeError(f"{response.status_code} {response.text}")
-    job = wait_job(client, response.json()["id"])
+    job = wait_terminal(client, response.json()["id"], JOB_TIMEOUT_S)
     if job["state"] != "succeeded":
         raise RuntimeError(f"job ended {job['state']}: {job['error']}")
     return job
@@ -226,7 +227,7 @@ def exported_entry(
     response = client.post("/v1/jobs", json={"kind": "export", "model": MODEL, "params": params})
     if response.status_code != 202:
         raise RuntimeError(f"{response.status_code} {response.text}")
-    job = wait_job(client, response.json()["id"])
+    job = wait_terminal(client, response.json()["id"], JOB_TIMEOUT_S)
     if job["state"] != "succeeded":
         raise RuntimeError(f"export ended {job['state']}: {job['error']}")
     variant_id = job["result"]["variant_id"]

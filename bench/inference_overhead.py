@@ -25,7 +25,8 @@ from typing import Any
 
 import httpx
 
-from bench._yolo import inference_job, real_server, wait_job, workspace
+from bench._yolo import JOB_TIMEOUT_S, inference_job, real_server, workspace
+from yolo_orch.testing import wait_terminal
 
 SETS = {"one": 1, "batch32": 32}
 
@@ -86,7 +87,7 @@ def server_job(client: httpx.Client, pattern: str, imgsz: int) -> tuple[float, f
     response = client.post("/v1/jobs", json=inference_job([pattern], imgsz))
     if response.status_code != 202:
         raise RuntimeError(f"{response.status_code} {response.text}")
-    job = wait_job(client, response.json()["id"])
+    job = wait_terminal(client, response.json()["id"], JOB_TIMEOUT_S)
     elapsed = time.perf_counter() - started
     if job["state"] != "succeeded":
         raise RuntimeError(f"job ended {job['state']}: {job['error']}")

@@ -17,12 +17,13 @@ import httpx
 
 from bench._server import percentile
 from bench._yolo import (
+    JOB_TIMEOUT_S,
     inference_job,
     real_server,
     training_probe,
-    wait_job,
     workspace,
 )
+from yolo_orch.testing import wait_terminal
 
 
 def main() -> None:
@@ -43,7 +44,7 @@ def main() -> None:
 
         # Warm the model first, so the phase measures steady inference, not the first load.
         warm = client.post("/v1/jobs", json=inference_job(["many/img0.jpg"], args.imgsz)).json()
-        wait_job(client, warm["id"])
+        wait_terminal(client, warm["id"], JOB_TIMEOUT_S)
         jobs = [
             client.post("/v1/jobs", json=inference_job(["many/*.jpg"], args.imgsz)).json()["id"]
             for _ in range(len(lanes) * 3)
@@ -56,7 +57,7 @@ def main() -> None:
         for job in jobs:
             client.post(f"/v1/jobs/{job}/cancel")
         for job in jobs:
-            wait_job(client, job)
+            wait_terminal(client, job, JOB_TIMEOUT_S)
 
         response = training_probe(client, epochs=50)
         if response.status_code != 202:
@@ -69,7 +70,7 @@ def main() -> None:
             label = "training" if state == "running" else f"training (ended {state})"
             results.append((label, samples))
             client.post(f"/v1/jobs/{job}/cancel")
-            wait_job(client, job)
+            wait_terminal(client, job, JOB_TIMEOUT_S)
 
     print(f"lanes: {', '.join(lanes)}; imgsz {args.imgsz}; {args.seconds:.0f} s of probes/phase")
     print(f"{'phase':>28} {'probes':>7} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}")

@@ -42,8 +42,9 @@ from typing import Any
 
 import httpx
 
-from bench._server import list_jobs, running_server, wait_all_terminal
+from bench._server import running_server
 from bench.admission import fill, job_body
+from yolo_orch.testing import list_jobs, wait_all_terminal
 
 TINY_S = 0.01
 
@@ -94,7 +95,7 @@ def utilisation(
         for job_id in held:
             client.post(f"/v1/jobs/{job_id}/cancel")
         gates_done = [wait_state(client, job_id, {"cancelled"}, 30) for job_id in held]
-        wait_all_terminal(client, timeout_s=count * seconds + 120)
+        wait_all_terminal(client, timeout=count * seconds + 120)
         first = min(_ts(job["created_at"]) for job in gates_done)
         recent = [
             job
@@ -286,7 +287,7 @@ def warm(url: str, jobs: int) -> None:
     bodies = [job_body(i, TINY_S, 0.0, random.Random(i)) for i in range(jobs)]
     asyncio.run(fill(url, bodies))
     with httpx.Client(base_url=url, timeout=60) as client:
-        wait_all_terminal(client, timeout_s=120)
+        wait_all_terminal(client, timeout=120)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -36,8 +36,8 @@ from pathlib import Path
 import httpx
 
 from bench._litserve import LITSERVE_BATCH_LOG
-from bench._server import free_port
 from bench._yolo import MODEL, Workspace, real_server, workspace
+from yolo_orch.testing import free_port
 
 
 @dataclass

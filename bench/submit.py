@@ -23,7 +23,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench._server import SIM_JOB, list_jobs, running_server
+from bench._server import SIM_JOB, running_server
+from yolo_orch.testing import list_jobs
 
 LANES = 2
 LUA = Path(__file__).with_name("submit.lua")

@@ -15,14 +15,15 @@ from typing import Any
 
 import httpx
 
-from bench._yolo import TRAIN_SETTINGS, real_server, train_directly, wait_job, workspace
+from bench._yolo import JOB_TIMEOUT_S, TRAIN_SETTINGS, real_server, train_directly, workspace
+from yolo_orch.testing import wait_terminal
+from yolo_orch.testing.task_datasets import TASKS, make_task_dataset
+from yolo_orch.testing.yolo import TASK_CONFIGS
 
 N_TRAIN, N_VAL = 16, 4
 
 
 def main() -> None:
-    from tests.task_datasets import ARCHITECTURES, TASKS, make_task_dataset
-
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument(
@@ -41,7 +42,7 @@ def main() -> None:
             httpx.Client(base_url=server.url, timeout=60) as client,
         ):
             for task in TASKS:  # interleaved, so both sides see the same neighbours' load
-                architecture = ARCHITECTURES[task]
+                architecture = TASK_CONFIGS[task]
                 direct[task] = train_directly(
                     architecture, datasets[task], args.epochs, args.cpu_threads
                 )
@@ -56,7 +57,7 @@ def main() -> None:
         run_s, metrics = served[task]
         shown = ", ".join(f"{k} {v:.3f}" for k, v in metrics.items() if v is not None)
         print(
-            f"| {task} | {ARCHITECTURES[task]} | {direct[task]:.2f} | {run_s:.2f} | "
+            f"| {task} | {TASK_CONFIGS[task]} | {direct[task]:.2f} | {run_s:.2f} | "
             f"{direct[task] / run_s:.2f} | {shown} |"
         )
 
@@ -87,7 +88,7 @@ def train_and_validate(
 def finished(client: httpx.Client, response: httpx.Response) -> dict[str, Any]:
     if response.status_code != 202:
         raise RuntimeError(f"submission refused: {response.status_code} {response.text}")
-    done = wait_job(client, response.json()["id"])
+    done = wait_terminal(client, response.json()["id"], JOB_TIMEOUT_S)
     if done["state"] != "succeeded":
         raise RuntimeError(f"{done['kind']} job ended {done['state']}: {done['error']}")
     return done

@@ -14,8 +14,9 @@ import time
 import httpx
 
 from bench._server import percentile
-from bench._yolo import TRAIN_SETTINGS, real_server, train_directly, wait_job, workspace
+from bench._yolo import JOB_TIMEOUT_S, TRAIN_SETTINGS, real_server, train_directly, workspace
 from bench.loop_health_real import probe_for, wait_running
+from yolo_orch.testing import wait_terminal
 
 
 def main() -> None:
@@ -59,7 +60,7 @@ def train_through(client: httpx.Client, epochs: int) -> dict[str, float]:
     }
     started = time.perf_counter()
     job = client.post("/v1/jobs", json=body).json()
-    done = wait_job(client, job["id"])
+    done = wait_terminal(client, job["id"], JOB_TIMEOUT_S)
     wall = time.perf_counter() - started
     if done["state"] != "succeeded":
         raise RuntimeError(f"training job ended {done['state']}: {done['error']}")
@@ -78,7 +79,7 @@ def loop_health_while_training(client: httpx.Client, seconds: float) -> list[flo
     wait_running(client, [job], timeout_s=60)
     samples = probe_for(client, seconds)
     client.post(f"/v1/jobs/{job}/cancel")
-    wait_job(client, job)
+    wait_terminal(client, job, JOB_TIMEOUT_S)
     return samples
 
 

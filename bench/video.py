@@ -26,8 +26,10 @@ from typing import Any
 
 import httpx
 
-from bench._yolo import MODEL, real_server, wait_job, workspace
+from bench._yolo import JOB_TIMEOUT_S, MODEL, real_server, workspace
 from bench.inference_overhead import server_job_seconds
+from yolo_orch.testing import wait_terminal
+from yolo_orch.testing.video import make_video
 
 VIDEO = "clips/bench.mp4"
 
@@ -39,7 +41,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-det", type=int, default=20)
     args = parser.parse_args()
-    from tests.video_fixtures import make_video
 
     settings = {"imgsz": args.imgsz, "conf": 0.25, "iou": 0.7, "max_det": args.max_det}
     server_runs: dict[str, list[tuple[float, float]]] = {}
@@ -90,7 +91,7 @@ def server_job(client: httpx.Client, params: dict[str, Any]) -> tuple[float, flo
     response = client.post("/v1/jobs", json=job)
     if response.status_code != 202:
         raise RuntimeError(f"{response.status_code} {response.text}")
-    done = wait_job(client, response.json()["id"])
+    done = wait_terminal(client, response.json()["id"], JOB_TIMEOUT_S)
     elapsed = time.perf_counter() - started
     if done["state"] != "succeeded":
         raise RuntimeError(f"job ended {done['state']}: {done['error']}")

@@ -12,8 +12,7 @@ from fastapi import FastAPI
 from tests.on_ray.fixtures import cluster, own_cluster  # noqa: F401 - shared with tests/acceptance
 from yolo_orch.app import create_app
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
-
-TERMINAL = {"succeeded", "failed", "cancelled"}
+from yolo_orch.testing import TERMINAL_STATES
 
 
 @pytest.fixture
@@ -71,7 +70,7 @@ async def wait_terminal(
         while True:
             response = await client.get(f"/v1/jobs/{job_id}")
             body: dict[str, Any] = response.json()
-            if body["state"] in TERMINAL:
+            if body["state"] in TERMINAL_STATES:
                 return body
             await asyncio.sleep(0.02)
 

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image, ImageChops
 from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
-from tests.acceptance.conftest import TERMINAL, Server
 from tests.acceptance.test_docs_page import LOOPBACK, NETWORK_CUT, NETWORK_SCHEMES, _find_chromium
+from yolo_orch.testing import TERMINAL_STATES, Server
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -121,7 +121,7 @@ def submit(api: httpx.Client, **job: Any) -> str:
 def wait_terminal(api: httpx.Client, job_id: str) -> dict[str, Any]:
     response = api.get(f"/v1/jobs/{job_id}", headers={"Prefer": "wait=20"})
     job: dict[str, Any] = response.json()
-    assert job["state"] in TERMINAL, job
+    assert job["state"] in TERMINAL_STATES, job
     return job
 
 

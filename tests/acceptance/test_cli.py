@@ -3,14 +3,9 @@ simulated runtime, an in-memory database), run in-process with typer's CliRunner
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,57 +18,24 @@ from typer.testing import CliRunner, Result
 
 from yolo_orch.cli import app
 from yolo_orch.client import ExitCode
+from yolo_orch.testing import free_port, running_server
 
 STARTUP_TIMEOUT_S = 20.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One `yolo-orch serve` for the whole module (jobs are tagged apart by their ids)."""
-    data_dir = tmp_path_factory.mktemp("cli-server")
-    port = _free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("YOLO_ORCH_")}
-    env |= {
-        "YOLO_ORCH_RUNTIME": "simulated",
-        "YOLO_ORCH_SIM_LANES": "2",
-        "YOLO_ORCH_DATABASE_URL": "memory://",
-        "YOLO_ORCH_DATA_DIR": str(data_dir),
-        "YOLO_ORCH_HOST": "127.0.0.1",
-        "YOLO_ORCH_PORT": str(port),
-        "YOLO_ORCH_LOG_LEVEL": "warning",
-    }
-    log_path = data_dir / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "yolo_orch.cli", "serve"],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"the server exited ({process.returncode}):\n{log_path.read_text()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail(f"the server did not start:\n{log_path.read_text()}")
-            time.sleep(0.05)
-        yield url
-    finally:
-        process.kill()
-        process.wait(10)
+    base = tmp_path_factory.mktemp("cli-server")
+    with running_server(
+        data_dir=base / "data",
+        log_dir=base / "logs",
+        startup_timeout_s=STARTUP_TIMEOUT_S,
+        sim_lanes=2,
+        database_url="memory://",
+        log_level="warning",
+    ) as server:
+        yield server.url
 
 
 @pytest.fixture
@@ -288,7 +250,7 @@ def test_models_list_on_an_empty_registry(cli: Any) -> None:
 
 
 def test_models_import_list_delete(cli: Any, tmp_path: Path) -> None:
-    from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
+    from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics
 
     ensure_ultralytics(tmp_path)
     weights = build_checkpoint(tmp_path / "tiny.pt")
@@ -342,7 +304,7 @@ def test_unknown_job_exits_4(cli: Any) -> None:
 
 
 def test_server_down_exits_5() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"  # nobody listens there
+    url = f"http://127.0.0.1:{free_port()}"  # nobody listens there
 
     for args in (["status", "x"], ["wait", "x"], ["submit", "-m", "sim", "-i", "a.jpg"]):
         result = CliRunner().invoke(app, [*args, "--url", url])

@@ -14,11 +14,12 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner, Result
 
-from tests.acceptance.conftest import Server, module_server
+from tests.support.servers import module_server
 from yolo_orch.cli import app
 from yolo_orch.client import ExitCode
 from yolo_orch.client.render import devices_table
 from yolo_orch.client.shapes import Devices
+from yolo_orch.testing import Server
 
 WIDTH = 80
 TYPE_PLACEHOLDER = re.compile(r"<(bool|str|int|float|path|int range|float range)[^>]*>")
@@ -170,7 +171,7 @@ def test_validate_and_export_wait_summaries(cli: Any) -> None:
 
 
 def test_models_download_and_variants(cli: Any, tmp_path: Path) -> None:
-    from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
+    from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics
 
     ensure_ultralytics(tmp_path)
     weights = build_checkpoint(tmp_path / "tiny.pt")

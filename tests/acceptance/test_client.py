@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.conftest import Server, module_server
+from tests.support.servers import module_server
 from yolo_orch.api.results import DetectImage
 from yolo_orch.client import ApiError, AsyncClient, Client, ExitCode, Job
 from yolo_orch.client.shapes import (
@@ -22,6 +22,7 @@ from yolo_orch.client.shapes import (
     TrainingResultDetail,
     ValidationResultDetail,
 )
+from yolo_orch.testing import Server
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def client(server: Server) -> Iterator[Client]:
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
+    from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics
 
     base = tmp_path_factory.mktemp("client-weights")
     ensure_ultralytics(base)

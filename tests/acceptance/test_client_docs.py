@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.acceptance.conftest import Server
+from yolo_orch.testing import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "client.md"
@@ -18,7 +18,7 @@ PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
 
 
 def test_every_python_example_of_the_client_page_runs(tmp_path: Path) -> None:
-    from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
+    from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics
 
     blocks = PYTHON_BLOCK.findall(PAGE.read_text(encoding="utf-8"))
     assert len(blocks) >= 8, "the page lost its examples"

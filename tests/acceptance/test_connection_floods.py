@@ -15,15 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.conftest import (
-    Server,
-    ServerFactory,
-    sim_inference,
-    submit,
-    wait_for,
-    wait_terminal,
-)
 from tests.acceptance.test_http_edges import HEALTHZ, Connection, Reply, post_head
+from tests.support.servers import ServerFactory, submit
+from yolo_orch.testing import Server, sim_inference, wait_for, wait_terminal
 
 pytestmark = pytest.mark.acceptance
 

@@ -19,7 +19,6 @@ from httpx_sse import connect_sse
 from playwright.sync_api import BrowserContext
 from pycocotools import mask as coco_mask
 
-from tests.acceptance.conftest import TERMINAL, Server
 from tests.dashboard_harness import (
     ADMIN_TOKEN,
     IMAGE_COLOUR,
@@ -38,6 +37,7 @@ from tests.dashboard_harness import (
     submit,
     wait_terminal,
 )
+from yolo_orch.testing import TERMINAL_STATES, Server
 
 pytestmark = pytest.mark.acceptance
 __all__ = ["api", "browser", "context", "network", "server"]  # the fixtures this module uses
@@ -54,7 +54,7 @@ def test_every_job_change_is_on_the_server_wide_stream(server: Server, api: http
             job = event.json()
             if job["id"] == job_id:
                 seen.append(job["state"])
-                if job["state"] in TERMINAL:
+                if job["state"] in TERMINAL_STATES:
                     break
     assert seen[0] in {"queued", "running"}
     assert seen[-1] == "succeeded"

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Route, sync_playwright
 
-from tests.acceptance.conftest import Server
+from yolo_orch.testing import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "test-artifacts" / "docs-page.png"

@@ -9,17 +9,8 @@ import time
 
 import pytest
 
-from tests.acceptance.conftest import (
-    ServerFactory,
-    db_job,
-    get_job,
-    list_all_jobs,
-    sim_inference,
-    sim_runs,
-    submit,
-    wait_for,
-    wait_terminal,
-)
+from tests.support.servers import ServerFactory, db_job, get_job, list_all_jobs, submit
+from yolo_orch.testing import sim_inference, sim_runs, wait_for, wait_terminal
 
 SHORT_S = 1.0
 """Ends well within the grace period."""

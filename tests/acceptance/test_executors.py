@@ -9,16 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.conftest import (
-    ServerFactory,
-    get_job,
-    sim_inference,
-    sim_runs,
-    sim_training,
-    submit,
-    wait_for,
-    wait_terminal,
-)
+from tests.support.servers import ServerFactory, get_job, submit
+from yolo_orch.testing import sim_inference, sim_runs, sim_training, wait_for, wait_terminal
 
 pytestmark = pytest.mark.acceptance
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance.conftest import Server, sim_inference, submit
+from tests.support.servers import submit
+from yolo_orch.testing import Server, sim_inference
 
 PROBLEM = "application/problem+json"
 JSON_LIMIT = 4096

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.acceptance.conftest import ServerFactory, sim_inference, submit, wait_terminal
+from tests.support.servers import ServerFactory, submit
+from yolo_orch.testing import sim_inference, wait_terminal
 
 
 @pytest.mark.acceptance

@@ -11,15 +11,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.conftest import (
-    TERMINAL,
+from tests.support.servers import ServerFactory, get_job, submit
+from yolo_orch.testing import (
+    TERMINAL_STATES,
     Server,
-    ServerFactory,
-    get_job,
     sim_inference,
     sim_runs,
     sim_training,
-    submit,
     wait_for,
 )
 
@@ -91,7 +89,9 @@ def test_a_job_that_crashes_the_server_fails_after_max_attempts(
         assert blocker["state"] == "running", "the blocker ended before the others were queued"
 
         jobs: dict[str, dict[str, Any]] = {}
-        while not (len(jobs) == len(ids) and all(j["state"] in TERMINAL for j in jobs.values())):
+        while not (
+            len(jobs) == len(ids) and all(j["state"] in TERMINAL_STATES for j in jobs.values())
+        ):
             assert time.monotonic() < deadline, f"jobs still not done: {jobs}"
             for job_id in ids:
                 request = client.build_request("GET", f"/v1/jobs/{job_id}")
@@ -143,7 +143,7 @@ def test_a_job_running_beside_the_poison_job_still_succeeds(
         poison = supervisor.call(request, client, deadline).json()
 
         jobs: dict[str, dict[str, Any]] = {}
-        while not (len(jobs) == 2 and all(j["state"] in TERMINAL for j in jobs.values())):
+        while not (len(jobs) == 2 and all(j["state"] in TERMINAL_STATES for j in jobs.values())):
             assert time.monotonic() < deadline, f"jobs still not done: {jobs}"
             for job_id in (bystander["id"], poison["id"]):
                 request = client.build_request("GET", f"/v1/jobs/{job_id}")

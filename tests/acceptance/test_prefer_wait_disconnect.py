@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tests.acceptance.conftest import ServerFactory, list_all_jobs, wait_terminal
+from tests.support.servers import ServerFactory, list_all_jobs
+from yolo_orch.testing import wait_terminal
 
 
 @pytest.mark.acceptance

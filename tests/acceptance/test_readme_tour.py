@@ -22,8 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.acceptance.conftest import free_port
 from yolo_orch.cli import main
+from yolo_orch.testing import free_port
 
 pytestmark = pytest.mark.acceptance
 

@@ -6,17 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.acceptance.conftest import (
-    ServerFactory,
-    get_job,
-    ray_settings,
-    sim_inference,
-    sim_runs,
-    sim_training,
-    submit,
-    wait_for,
-    wait_terminal,
-)
+from tests.support.servers import ServerFactory, get_job, ray_settings, submit
+from yolo_orch.testing import sim_inference, sim_runs, sim_training, wait_for, wait_terminal
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.ray]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.conftest import ServerFactory
+from tests.support.servers import ServerFactory
 
 TOKEN_SHA256 = "0" * 64
 

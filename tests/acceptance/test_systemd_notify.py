@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.conftest import ServerFactory
+from tests.support.servers import ServerFactory
 
 
 @pytest.mark.acceptance

@@ -9,15 +9,9 @@ import sqlite3
 
 import pytest
 
-from tests.acceptance.conftest import (
-    ServerFactory,
-    get_job,
-    sim_inference,
-    submit,
-    wait_for,
-    wait_terminal,
-)
+from tests.support.servers import ServerFactory, get_job, submit
 from yolo_orch.cli import EXIT_WEDGED
+from yolo_orch.testing import sim_inference, wait_for, wait_terminal
 
 
 @pytest.mark.acceptance

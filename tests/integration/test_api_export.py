@@ -20,13 +20,6 @@ from fastapi import FastAPI
 
 from tests.conftest import serve, wait_terminal
 from tests.integration.test_api import assert_problem
-from tests.training_fixtures import make_dataset
-from tests.yolo_fixtures import (
-    RecordingContext,
-    build_checkpoint,
-    ensure_ultralytics,
-    make_images,
-)
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.errors import VariantTampered
@@ -34,6 +27,13 @@ from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.runners.formats import load_variant
 from yolo_orch.runners.yolo import MarksTamperedModels
+from yolo_orch.testing.training import make_dataset
+from yolo_orch.testing.yolo import (
+    RecordingContext,
+    build_checkpoint,
+    ensure_ultralytics,
+    make_images,
+)
 
 IMGSZ = 64
 

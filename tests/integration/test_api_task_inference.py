@@ -12,13 +12,18 @@ import pytest
 
 from tests.conftest import serve, wait_terminal
 from tests.integration.test_api import assert_problem
-from tests.yolo_fixtures import TASK_CONFIGS, build_task_checkpoint, ensure_ultralytics, make_images
 from yolo_orch.api import results
 from yolo_orch.api.results import InferenceResultDetail
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain import NewModel
 from yolo_orch.ops.clock import utcnow
+from yolo_orch.testing.yolo import (
+    TASK_CONFIGS,
+    build_task_checkpoint,
+    ensure_ultralytics,
+    make_images,
+)
 
 IMGSZ = 64
 

@@ -13,10 +13,10 @@ import pytest
 
 from tests.conftest import serve, wait_terminal
 from tests.integration.test_api import assert_problem
-from tests.training_fixtures import make_dataset
-from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.testing.training import make_dataset
+from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics
 
 FAST = {"epochs": 2, "imgsz": 64, "batch": 8}
 

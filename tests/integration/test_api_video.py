@@ -13,10 +13,10 @@ import pytest
 
 from tests.conftest import serve, wait_terminal
 from tests.integration.test_api import assert_problem
-from tests.video_fixtures import make_video
-from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.testing.video import make_video
+from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics
 
 IMGSZ = 64
 FRAMES = 30

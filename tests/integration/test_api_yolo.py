@@ -15,15 +15,15 @@ from fastapi import FastAPI
 
 from tests.conftest import serve, wait_terminal
 from tests.integration.test_api import assert_problem
-from tests.yolo_fixtures import (
+from yolo_orch.app import create_app
+from yolo_orch.config import Settings
+from yolo_orch.testing.yolo import (
     CLASS_NAMES,
     build_checkpoint,
     ensure_ultralytics,
     make_images,
     write_corrupt,
 )
-from yolo_orch.app import create_app
-from yolo_orch.config import Settings
 
 IMGSZ = 64
 

@@ -16,15 +16,6 @@ import httpx
 import pytest
 
 from tests.conftest import serve, wait_terminal
-from tests.video_fixtures import make_video
-from tests.yolo_fixtures import (
-    RecordingContext,
-    build_checkpoint,
-    build_task_checkpoint,
-    ensure_ultralytics,
-    fixed_resolver,
-    make_images,
-)
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.files.jobfiles import FRAMES_SUFFIX
@@ -37,6 +28,15 @@ from yolo_orch.runners.artifact_names import (
     input_stem,
 )
 from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.testing.video import make_video
+from yolo_orch.testing.yolo import (
+    RecordingContext,
+    build_checkpoint,
+    build_task_checkpoint,
+    ensure_ultralytics,
+    fixed_resolver,
+    make_images,
+)
 
 IMGSZ = 64
 

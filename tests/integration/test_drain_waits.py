@@ -18,11 +18,12 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.acceptance.conftest import Server, get_job, sim_inference, submit, wait_for
 from tests.conftest import serve, sim_job
+from tests.support.servers import get_job, submit
 from yolo_orch.api.deps import Services
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.testing import Server, sim_inference, wait_for
 
 LONG = {"sim_seconds": 60, "sim_steps": 600}
 """Outlives every test here: the drain leaves it running."""

@@ -16,13 +16,6 @@ import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
 from tests.integration.test_api import assert_problem
-from tests.yolo_fixtures import (
-    RecordingContext,
-    build_checkpoint,
-    ensure_ultralytics,
-    fixed_resolver,
-    make_images,
-)
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain import JobResult
@@ -31,6 +24,13 @@ from yolo_orch.files.inputs import open_contained
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.testing.yolo import (
+    RecordingContext,
+    build_checkpoint,
+    ensure_ultralytics,
+    fixed_resolver,
+    make_images,
+)
 
 LONG_NAME = "x" * 300
 

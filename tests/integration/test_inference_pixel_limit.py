@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from tests.hostile import PeakRss, png_bomb
-from tests.yolo_fixtures import (
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
+from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.testing.yolo import (
     RecordingContext,
     build_checkpoint,
     ensure_ultralytics,
     fixed_resolver,
     make_images,
 )
-from yolo_orch.registry.weights import ResolvedWeights, sha256_file
-from yolo_orch.runners.inference import YoloInferenceRunner
 
 IMGSZ = 128
 DECODE_BOUND_MB = 300

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.yolo_fixtures import ensure_ultralytics
 from yolo_orch.runners.yolo_env import configure_ultralytics
+from yolo_orch.testing.yolo import ensure_ultralytics
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ from pathlib import Path
 base = Path(sys.argv[1])
 sys.path.insert(0, sys.argv[2])
 
-from tests.yolo_fixtures import (
+from yolo_orch.testing.yolo import (
     RecordingContext, build_checkpoint, ensure_ultralytics, fixed_resolver, make_images,
     write_corrupt,
 )
@@ -76,7 +76,7 @@ ctx = RecordingContext().context(base / "job", inputs, imgsz=128, save_annotated
 result = runner.run(ctx)
 
 # Tracking imports lap, which ultralytics would pip-install if it were missing.
-from tests.video_fixtures import make_video
+from yolo_orch.testing.video import make_video
 make_video(base / "clip.mp4", frames=8)
 video_ctx = RecordingContext().context(
     base / "video-job", [base / "clip.mp4"], imgsz=64, track="botsort", save_annotated=True
@@ -97,7 +97,7 @@ from pathlib import Path
 base = Path(sys.argv[1])
 sys.path.insert(0, sys.argv[2])
 
-from tests.yolo_fixtures import (
+from yolo_orch.testing.yolo import (
     RecordingContext, build_checkpoint, ensure_ultralytics, fixed_resolver, make_images,
 )
 ensure_ultralytics(base)

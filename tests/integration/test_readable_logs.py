@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.conftest import wait_terminal
 from tests.integration.test_api_export import IMGSZ, Host, host, host_settings
-from tests.training_fixtures import make_dataset
+from yolo_orch.testing.training import make_dataset
 
 __all__ = ["host", "host_settings"]  # the fixtures, shared with the export tests
 

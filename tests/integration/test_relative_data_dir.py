@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from tests.conftest import serve, wait_terminal
-from tests.training_fixtures import make_dataset
-from tests.yolo_fixtures import ensure_ultralytics
 from yolo_orch.app import create_app
 from yolo_orch.config import load_settings
+from yolo_orch.testing.training import make_dataset
+from yolo_orch.testing.yolo import ensure_ultralytics
 
 TINY = {"imgsz": 32}
 

@@ -14,8 +14,6 @@ import pytest
 import yaml
 
 from tests.integration.test_admission import ScriptedExecutor
-from tests.training_fixtures import TrainingRecorder, make_dataset
-from tests.yolo_fixtures import ensure_ultralytics, fixed_resolver
 from yolo_orch.config import Settings, server_paths
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.lanes import Lanes
@@ -33,6 +31,8 @@ from yolo_orch.runners.predict import load_model
 from yolo_orch.runners.sources import registry_weights
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.store.memory import InMemoryJobStore
+from yolo_orch.testing.training import TrainingRecorder, make_dataset
+from yolo_orch.testing.yolo import ensure_ultralytics, fixed_resolver
 
 
 def assert_no_server_path(text: str, tmp_path: Path) -> None:

@@ -12,9 +12,6 @@ from typing import Any
 import pytest
 
 from tests.integration.test_yolo_training import Registry, chunked_parallel
-from tests.task_datasets import ARCHITECTURES, TASKS, make_task_dataset
-from tests.training_fixtures import TrainingRecorder
-from tests.yolo_fixtures import ensure_ultralytics, fixed_resolver
 from yolo_orch.api.results import ValidationResultDetail
 from yolo_orch.errors import InvalidJob, JobCancelled
 from yolo_orch.files.task_data import check_task_dataset, load_task_dataset
@@ -22,6 +19,9 @@ from yolo_orch.registry.weights import ResolvedWeights, inspect_checkpoint, sha2
 from yolo_orch.runners.trainers import trainer_class, wrap_parallel
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.runners.validation import YoloValidationRunner
+from yolo_orch.testing.task_datasets import TASKS, make_task_dataset
+from yolo_orch.testing.training import TrainingRecorder
+from yolo_orch.testing.yolo import TASK_CONFIGS, ensure_ultralytics, fixed_resolver
 
 FAST = {"imgsz": 64, "batch": 4}  # 8 train images: 2 batches an epoch; 4 val images: 1 batch
 RELATIVE = {task: f"{task}/data.yaml" for task in TASKS} | {"classify": "classify"}
@@ -63,7 +63,7 @@ def trained(
         ctx = TrainingRecorder().context(
             folder / task,
             checked(task, data_root),
-            model=ARCHITECTURES[task],
+            model=TASK_CONFIGS[task],
             epochs=1,
             output_name=task,
             **FAST,
@@ -190,7 +190,7 @@ def test_each_task_loss_through_the_parallel_stand_in_equals_the_unsplit_loss(
         data_yaml.write_text(yaml.safe_dump(dataset.for_ultralytics()))  # type: ignore[union-attr]
         data = str(data_yaml)
     overrides = {
-        "model": ARCHITECTURES[task],
+        "model": TASK_CONFIGS[task],
         "data": data,
         "epochs": 1,
         "device": "cpu",

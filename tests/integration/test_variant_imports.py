@@ -17,7 +17,6 @@ from fastapi import FastAPI
 
 from tests.conftest import serve
 from tests.integration.test_api import assert_problem
-from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain.variants import ExportFormat
@@ -29,6 +28,7 @@ from yolo_orch.registry.variant_imports import (
     describe,
     unpack_openvino_zip,
 )
+from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics
 
 GOOD_METADATA = "task: detect\nbatch: 1\nimgsz: [64, 64]\nnames: {0: cat, 1: dog}\nargs: {}\n"
 DYNAMIC = (-1, 3, -1, -1)

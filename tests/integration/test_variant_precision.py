@@ -20,11 +20,11 @@ import anyio.to_thread
 from tests.conftest import wait_terminal
 from tests.integration.test_api_export import IMGSZ, Host, host, host_settings
 from tests.integration.test_inference_formats import Detection, detections, infer
-from tests.training_fixtures import make_dataset
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.predict import load_exported, load_model, predict_batch
+from yolo_orch.testing.training import make_dataset
 
 __all__ = ["host", "host_settings"]  # the fixtures, shared with the export tests
 

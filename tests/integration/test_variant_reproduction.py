@@ -21,7 +21,6 @@ import pytest
 from tests.conftest import serve
 from tests.integration.test_api import assert_problem
 from tests.integration.test_yolo_export import Registry, export_context
-from tests.yolo_fixtures import RecordingContext, build_task_checkpoint, ensure_ultralytics
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain.variants import REPRODUCTION_TOLERANCES
@@ -29,6 +28,7 @@ from yolo_orch.errors import InvalidJob
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners import export as export_runner
 from yolo_orch.runners.export import YoloExportRunner
+from yolo_orch.testing.yolo import RecordingContext, build_task_checkpoint, ensure_ultralytics
 
 IMGSZ = 64
 

@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.video_fixtures import frame_count, make_video
-from tests.yolo_fixtures import (
+from yolo_orch.api.results import InferenceResultDetail
+from yolo_orch.domain import Progress
+from yolo_orch.errors import InvalidJobInput, JobCancelled
+from yolo_orch.params.inference import BOTSORT_SETTINGS, TrackerSettings
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
+from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.runners.tracking import FrameTracker, tracker_config
+from yolo_orch.testing.video import frame_count, make_video
+from yolo_orch.testing.yolo import (
     CLASS_NAMES,
     RecordingContext,
     build_task_checkpoint,
@@ -19,13 +26,6 @@ from tests.yolo_fixtures import (
     make_images,
     write_corrupt,
 )
-from yolo_orch.api.results import InferenceResultDetail
-from yolo_orch.domain import Progress
-from yolo_orch.errors import InvalidJobInput, JobCancelled
-from yolo_orch.params.inference import BOTSORT_SETTINGS, TrackerSettings
-from yolo_orch.registry.weights import ResolvedWeights, sha256_file
-from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.runners.tracking import FrameTracker, tracker_config
 
 IMGSZ = 128
 FRAMES = 36

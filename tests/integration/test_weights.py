@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.yolo_fixtures import CLASS_NAMES, build_checkpoint, ensure_ultralytics
 from yolo_orch.registry.weights import InvalidWeights, inspect_checkpoint, sha256_file
+from yolo_orch.testing.yolo import CLASS_NAMES, build_checkpoint, ensure_ultralytics
 
 
 @pytest.fixture(scope="module")

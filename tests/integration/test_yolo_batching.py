@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from tests.yolo_fixtures import (
+from yolo_orch.domain import JobResult
+from yolo_orch.errors import JobCancelled
+from yolo_orch.registry.weights import ResolvedWeights, sha256_file
+from yolo_orch.runners.base import BatchRecord
+from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.testing.yolo import (
     RecordingContext,
     build_checkpoint,
     ensure_ultralytics,
@@ -17,11 +22,6 @@ from tests.yolo_fixtures import (
     make_images,
     write_corrupt,
 )
-from yolo_orch.domain import JobResult
-from yolo_orch.errors import JobCancelled
-from yolo_orch.registry.weights import ResolvedWeights, sha256_file
-from yolo_orch.runners.base import BatchRecord
-from yolo_orch.runners.inference import YoloInferenceRunner
 
 IMGSZ = 128
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.yolo_fixtures import RecordingContext, build_checkpoint, ensure_ultralytics
 from yolo_orch.domain import JobKind
 from yolo_orch.errors import ExportDependencyMissing, JobCancelled
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file
 from yolo_orch.runners.export import ExportedFiles, YoloExportRunner
+from yolo_orch.testing.yolo import RecordingContext, build_checkpoint, ensure_ultralytics
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,13 @@ from typing import Any, cast
 
 import pytest
 
-from tests.yolo_fixtures import (
+from yolo_orch.domain import Progress
+from yolo_orch.errors import InvalidJobInput, JobCancelled
+from yolo_orch.params.inference import InferenceParams
+from yolo_orch.registry.weights import ModelTampered, ResolvedWeights, sha256_file
+from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.runners.model_cache import ModelCache
+from yolo_orch.testing.yolo import (
     RecordingContext,
     build_checkpoint,
     ensure_ultralytics,
@@ -17,12 +23,6 @@ from tests.yolo_fixtures import (
     make_images,
     write_corrupt,
 )
-from yolo_orch.domain import Progress
-from yolo_orch.errors import InvalidJobInput, JobCancelled
-from yolo_orch.params.inference import InferenceParams
-from yolo_orch.registry.weights import ModelTampered, ResolvedWeights, sha256_file
-from yolo_orch.runners.inference import YoloInferenceRunner
-from yolo_orch.runners.model_cache import ModelCache
 
 IMGSZ = 128  # small and quick; the images are 96-200 px wide
 

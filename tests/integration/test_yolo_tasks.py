@@ -9,7 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.yolo_fixtures import (
+from yolo_orch.errors import InvalidJob, InvalidWeights
+from yolo_orch.params.inference import INFERENCE_TASKS, applicable_tasks, check_task
+from yolo_orch.registry.weights import ResolvedWeights, inspect_checkpoint, sha256_file
+from yolo_orch.runners.inference import YoloInferenceRunner
+from yolo_orch.testing.yolo import (
     KEYPOINT_NAMES,
     RecordingContext,
     build_task_checkpoint,
@@ -17,10 +21,6 @@ from tests.yolo_fixtures import (
     fixed_resolver,
     make_images,
 )
-from yolo_orch.errors import InvalidJob, InvalidWeights
-from yolo_orch.params.inference import INFERENCE_TASKS, applicable_tasks, check_task
-from yolo_orch.registry.weights import ResolvedWeights, inspect_checkpoint, sha256_file
-from yolo_orch.runners.inference import YoloInferenceRunner
 
 IMGSZ = 96
 BOX_PARAMS = {"max_det": 8}

@@ -11,14 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.training_fixtures import TrainingRecorder, make_dataset
-from tests.yolo_fixtures import (
-    RecordingContext,
-    build_checkpoint,
-    ensure_ultralytics,
-    fixed_resolver,
-    make_images,
-)
 from yolo_orch.domain import JsonObject, Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.files.datasets import check_dataset
@@ -31,6 +23,14 @@ from yolo_orch.registry.weights import (
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.trainers import wrap_parallel
 from yolo_orch.runners.training import YoloTrainingRunner
+from yolo_orch.testing.training import TrainingRecorder, make_dataset
+from yolo_orch.testing.yolo import (
+    RecordingContext,
+    build_checkpoint,
+    ensure_ultralytics,
+    fixed_resolver,
+    make_images,
+)
 
 FAST = {"imgsz": 64, "batch": 8}  # 16 train images: 2 batches an epoch
 

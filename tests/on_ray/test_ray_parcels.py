@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from tests.yolo_fixtures import make_images, write_corrupt
 from yolo_orch.domain import Job, JobKind, JobState
 from yolo_orch.errors import DatasetNotShared, InvalidJobInput
 from yolo_orch.runners.base import RunContext
+from yolo_orch.testing.yolo import make_images, write_corrupt
 
 pytest.importorskip("ray")  # the parcels go in a Ray task
 

@@ -15,10 +15,10 @@ import pytest
 
 from tests.conftest import serve, wait_terminal
 from tests.on_ray.fixtures import start_cluster
-from tests.training_fixtures import make_dataset
-from tests.yolo_fixtures import CLASS_NAMES, build_checkpoint, ensure_ultralytics, make_images
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.testing.training import make_dataset
+from yolo_orch.testing.yolo import CLASS_NAMES, build_checkpoint, ensure_ultralytics, make_images
 
 pytestmark = pytest.mark.ray
 

@@ -17,9 +17,9 @@ from fastapi import FastAPI
 
 from tests.conftest import infer_shots, serve, shots_job
 from tests.on_ray.test_ray_real import IMGSZ, cpu_cluster, cpu_host_settings
-from tests.yolo_fixtures import CLASS_NAMES, build_checkpoint, ensure_ultralytics, make_images
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.testing.yolo import CLASS_NAMES, build_checkpoint, ensure_ultralytics, make_images
 
 __all__ = ["cpu_cluster"]  # the fixture, shared with the real runtime's tests
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import run_chaos
+from yolo_orch.testing.chaos import run_chaos
 
 
 @pytest.mark.acceptance
@@ -33,7 +33,7 @@ def test_random_sigkills_lose_and_duplicate_nothing(tmp_path: Path) -> None:
 def test_the_queue_checker_still_checks_under_python_dash_o() -> None:
     """bench.chaos prints "OK" only after `check_total_queue` passed, and `-O` strips asserts."""
     script = (
-        "from tests.acceptance.test_crash_recovery import Submission, check_total_queue\n"
+        "from yolo_orch.testing.chaos import Submission, check_total_queue\n"
         "lost = Submission(0, {'kind': 'inference', 'inputs': ['t0']}, 'acked', 'job-0')\n"
         "check_total_queue(None, [lost], [])\n"
     )

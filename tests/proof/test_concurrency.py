@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.conftest import ServerFactory, list_all_jobs, sim_inference
+from tests.support.servers import ServerFactory, list_all_jobs
+from yolo_orch.testing import sim_inference
 
 REQUESTS = 500
 CONNECTIONS = 100

@@ -24,9 +24,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.conftest import Server, list_all_jobs, wait_terminal
 from tests.hostile import PeakRss
-from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics, make_images
+from tests.support.servers import list_all_jobs
+from yolo_orch.testing import Server, wait_terminal
+from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics, make_images
 
 pytestmark = pytest.mark.acceptance
 

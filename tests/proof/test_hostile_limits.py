@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.conftest import Server, ServerFactory, sim_inference, submit, wait_terminal
 from tests.hostile import PeakRss, png_bomb
+from tests.support.servers import ServerFactory, submit
 from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.testing import Server, sim_inference, wait_terminal
 
 pytestmark = pytest.mark.acceptance
 
@@ -132,7 +133,7 @@ def test_a_large_result_is_streamed_from_disk_whole_and_in_pages(
 @pytest.fixture(scope="module")
 def yolo_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server on the real runtime (the host's GPUs, else its CPU) with one tiny model."""
-    from tests.yolo_fixtures import build_checkpoint, ensure_ultralytics, make_images
+    from yolo_orch.testing.yolo import build_checkpoint, ensure_ultralytics, make_images
 
     base = tmp_path_factory.mktemp("yolo-server")
     ensure_ultralytics(base)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.overload import run_overload
-from tests.acceptance.conftest import ServerFactory
+from tests.support.servers import ServerFactory
+from yolo_orch.testing.overload import run_overload
 
 MAX_QUEUED = 50
 RSS_GROWTH_BOUND_KIB = 128 * 1024  # generous: the burst itself is ~500 small requests

@@ -24,7 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.conftest import Server, ServerFactory
+from tests.support.servers import ServerFactory
+from yolo_orch.testing import Server
 
 MAX_EXAMPLES = 15
 SEED = 20240601

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.yolo_fixtures import CLASS_NAMES
+from yolo_orch.testing.yolo import CLASS_NAMES
 
 _COLOURS = ((0, 0, 255), (0, 255, 0), (255, 0, 0))  # BGR for red, green, blue
 

@@ -1,4 +1,5 @@
-"""Helpers for tests that run real ultralytics models on the CPU, offline and in seconds.
+"""Tiny real models and images, for tests and benchmarks that run ultralytics on the CPU, offline
+and in seconds.
 
 - `ensure_ultralytics(base)`: `configure_ultralytics` once per process (the first folder stays),
   in a folder under `base` the first time; later calls return that folder.
@@ -8,9 +9,8 @@
 - `build_task_checkpoint(path, task)`: the same for any task, from its shipped config
   (`TASK_CONFIGS`), seeded; class heads biased the same way; pose models name their keypoints.
 - `make_images(folder, n)`: small JPEGs of noise with coloured rectangles; `write_corrupt(path)`.
-- `make_context(...)`: a `RunContext` whose progress calls are recorded.
-
-Importable from a subprocess too (put the repository root on `sys.path`).
+- `RecordingContext`: builds `RunContext`s whose progress calls are recorded.
+- `fixed_resolver(weights)`: a `resolve_weights` over a dict.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Tiny generated datasets for every ultralytics task, in the layouts ultralytics reads.
 
 Each image is dark noise with a few filled shapes whose colour is their class (red, green, blue):
-- `detect`: `tests.training_fixtures.make_dataset` (rectangles, `class cx cy w h`).
+- `detect`: `yolo_orch.testing.training.make_dataset` (rectangles, `class cx cy w h`).
 - `segment`: triangles, `class x1 y1 x2 y2 x3 y3` polygons.
 - `pose`: rectangles with three keypoints each (two corners and the centre), `kpt_shape: [3, 3]`.
 - `obb`: rotated rectangles, `class x1 y1 ... x4 y4` (4 corners).
@@ -18,20 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.training_fixtures import make_dataset
-from tests.yolo_fixtures import CLASS_NAMES
+from yolo_orch.testing.training import make_dataset
+from yolo_orch.testing.yolo import CLASS_NAMES
 
 TASKS = ("detect", "segment", "pose", "obb", "classify", "semantic", "depth")
-ARCHITECTURES = {
-    "detect": "yolo11n.yaml",
-    "segment": "yolo11n-seg.yaml",
-    "pose": "yolo11n-pose.yaml",
-    "obb": "yolo11n-obb.yaml",
-    "classify": "yolo11n-cls.yaml",
-    "semantic": "yolo26n-sem.yaml",
-    "depth": "yolo26n-depth.yaml",
-}
-"""A shipped config per task, the smallest there is."""
 
 _COLOURS = ((0, 0, 255), (0, 255, 0), (255, 0, 0))  # BGR for red, green, blue
 Draw = Callable[[Any, Any, int], list[str]]
