@@ -1,28 +1,40 @@
-"""Connects the server to its Ray cluster: lanes that follow the nodes, and the executor."""
+"""Connects the server to its Ray cluster: lanes that follow the nodes, and the executor.
+
+This module is where the plug-in starts, so it imports nothing of Ray until `connect` has
+prepared the process's environment (`prepare_environment`): Ray reads it once, when imported.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
-import ray
 
 from yolo_orch.config import Settings
 from yolo_orch.dispatch.executor import Executor, NodeInfo
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import Job
 from yolo_orch.files.start_journal import StartJournal
-from yolo_orch.ray_cluster.executor import RayExecutor
 from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec
-from yolo_orch.ray_cluster.node_telemetry import NodeTelemetry
 from yolo_orch.ray_cluster.nodes import ClusterWatcher
-from yolo_orch.ray_cluster.parcels import InputRules, ServerWeights, TaskBuilder
-from yolo_orch.ray_cluster.registration import RegistersResults
 from yolo_orch.registry.models import ModelRegistry
 
+if TYPE_CHECKING:
+    from yolo_orch.ray_cluster.executor import RayExecutor
+    from yolo_orch.ray_cluster.node_telemetry import NodeTelemetry
+
 log = logging.getLogger(__name__)
+
+
+def prepare_environment() -> None:
+    """What Ray must find in the environment before anything imports it. Ray's C++ failure signal
+    handler takes SIGTERM too, and arms an alarm that aborts the server 3 s later, in the middle
+    of its drain: it stays off unless the operator's environment turns it on."""
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
 
 
 @dataclass
@@ -53,6 +65,14 @@ class RayCluster:
 async def connect(
     settings: Settings, models: ModelRegistry, stack: AsyncExitStack, starts: StartJournal
 ) -> RayCluster:
+    prepare_environment()
+    import ray  # only now: see `prepare_environment`
+
+    from yolo_orch.ray_cluster.executor import RayExecutor
+    from yolo_orch.ray_cluster.node_telemetry import NodeTelemetry
+    from yolo_orch.ray_cluster.parcels import InputRules, ServerWeights, TaskBuilder
+    from yolo_orch.ray_cluster.registration import RegistersResults
+
     address = settings.ray_address or None
     await anyio.to_thread.run_sync(
         lambda: ray.init(
