@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_store_contract import ROOMY, T0, new_job, open_sqlite, sqlite_url
+from tests.support.stores import ROOMY, T0, new_job, open_sqlite, sqlite_url
 from yolo_orch.domain import JobFilter, JobState, Model, NewModel, Outcome
 from yolo_orch.domain.variants import ExportFormat, Lineage, NewVariant
 from yolo_orch.errors import (
