@@ -4,21 +4,29 @@ them and reads their metadata without running code from them."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response, status
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
 from yolo_orch.api.auth import admin_scope
 from yolo_orch.api.deps import DiskSpace, ServicesDep
+from yolo_orch.api.model_schemas import (
+    DERIVED_NAME,
+    ModelDetail,
+    ModelImported,
+    ModelImportFromPath,
+    ModelList,
+    ModelPublic,
+    VariantImportFromPath,
+    VariantPublic,
+)
 from yolo_orch.api.problems import problem_responses
 from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model, model_name_from_file
 from yolo_orch.domain.variants import Variant
 from yolo_orch.errors import ErrorCode, InvalidJob, UnsupportedMediaType
-from yolo_orch.registry.models import CHUNK_BYTES, model_view, refuse_exported_file
-from yolo_orch.registry.variant_store import variant_view
+from yolo_orch.registry.models import CHUNK_BYTES, refuse_exported_file
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -28,122 +36,6 @@ _LOCATION: dict[str, Any] = {
 }
 
 ModelRef = Annotated[str, Path(description="The model's id or name.", max_length=200)]
-ModelName = Annotated[
-    str, Field(min_length=1, max_length=MODEL_NAME_MAX_LENGTH, pattern=MODEL_NAME_PATTERN)
-]
-DERIVED_NAME = (
-    "Default: the file's stem, each run of characters other than A-Z, a-z, 0-9, `.`, `_` and "
-    "`-` made one `-`, cut to 200 characters, without leading or trailing `.` and `-` "
-    '("model" if nothing is left).'
-)
-
-
-class ModelImportFromPath(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    path: str = Field(
-        min_length=1,
-        max_length=4096,
-        description="A .pt file, relative to a model root: an absolute path, `..` or a NUL byte "
-        "is refused (422 `path_outside_roots`).",
-    )
-    name: ModelName | None = Field(default=None, description=DERIVED_NAME)
-
-
-class ModelPublic(BaseModel):
-    id: str
-    name: str
-    sha256: str
-    size_bytes: int
-    task: str
-    class_names: list[str]
-    source: str
-    created_at: datetime
-    usable: bool
-
-    @classmethod
-    def of(cls, model: Model) -> ModelPublic:
-        return cls.model_validate(model_view(model))
-
-
-class ModelImported(ModelPublic):
-    name_applied: bool = Field(
-        description="False when these bytes were registered before under another name than "
-        "the one asked for (or made from the file's name): the existing model is returned "
-        "(200) as it is, and `note` says so. A file is registered once, under one name."
-    )
-    note: str | None = Field(default=None, description="Why the name was not applied.")
-
-    @classmethod
-    def of_import(cls, model: Model, asked: str) -> ModelImported:
-        if model.name == asked:
-            return cls(**ModelPublic.of(model).model_dump(), name_applied=True)
-        note = (
-            f"these bytes are already model {model.name!r} (id {model.id}), returned as it is: "
-            f"the name {asked!r} was not applied"
-        )
-        return cls(**ModelPublic.of(model).model_dump(), name_applied=False, note=note)
-
-
-class ModelList(BaseModel):
-    models: list[ModelPublic]
-
-
-class LineagePublic(BaseModel):
-    source_sha256: str = Field(
-        description="The .pt it was exported from, or (imported) the .pt it was run beside and "
-        "reproduced at import; empty for variants imported before that check."
-    )
-    imgsz: int
-    half: bool
-    int8: bool
-    dynamic: bool
-    batch: int
-    device: str | None = Field(default=None, description="The lane it was built on.")
-    gpu_name: str | None = None
-    compute_capability: str | None = None
-    tensorrt_version: str | None = None
-    ultralytics_version: str | None = None
-
-
-class VariantPublic(BaseModel):
-    id: str
-    model_id: str
-    format: str = Field(examples=["onnx", "openvino", "torchscript", "engine"])
-    sha256: str = Field(description="Digest over `files`, the manifest.")
-    size_bytes: int
-    files: dict[str, str] = Field(description="Each file and its SHA-256.")
-    lineage: LineagePublic
-    source: str
-    created_at: datetime
-    usable: bool = Field(
-        description="False once its files no longer matched their fingerprints, or once it "
-        "failed variant_retire_after_failures consecutive jobs with runtime_error: jobs no "
-        "longer run it (`format: auto` runs the next fitting variant or the .pt)."
-    )
-    unusable_reason: str | None = Field(
-        default=None, description="Why it is no longer usable; null while it is."
-    )
-
-    @classmethod
-    def of(cls, variant: Variant) -> VariantPublic:
-        return cls.model_validate(variant_view(variant))
-
-
-class ModelDetail(ModelPublic):
-    variants: list[VariantPublic] = Field(description="Exported variants, newest first.")
-
-
-class VariantImportFromPath(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    path: str = Field(
-        min_length=1,
-        max_length=4096,
-        description="An .onnx file or an OpenVINO model folder, relative to a model root.",
-    )
-
-
 _IMPORT_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,

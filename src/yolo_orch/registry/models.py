@@ -11,7 +11,6 @@ registered meanwhile relies on.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import os
 import stat
@@ -23,7 +22,7 @@ from typing import BinaryIO
 import anyio
 import anyio.to_thread
 
-from yolo_orch.domain import JsonObject, Model, NewModel, model_name_from_file
+from yolo_orch.domain import Model, NewModel, model_name_from_file
 from yolo_orch.domain.variants import UNIMPORTABLE_SUFFIXES, ExportFormat, Variant
 from yolo_orch.errors import (
     BodyTooLarge,
@@ -297,15 +296,6 @@ def refuse_exported_file(file_name: str) -> None:
         "exported from (POST /v1/models/{ref}/variants)",
         code=ErrorCode.IMPORT_AS_VARIANT,
     )
-
-
-def model_view(model: Model) -> JsonObject:
-    """A model as clients see it (the API's ModelPublic, and training results)."""
-    view = dataclasses.asdict(model)
-    view.pop("file_name")
-    view["class_names"] = list(model.class_names)
-    view["created_at"] = model.created_at.isoformat()
-    return view
 
 
 def _copy_hashing(source: Path, target: Path) -> tuple[str, int]:

@@ -18,7 +18,7 @@ from typing import TypeVar, TypeVarTuple
 
 import anyio.to_thread
 
-from yolo_orch.domain import JsonObject, Model
+from yolo_orch.domain import Model
 from yolo_orch.domain.variants import ExportFormat, Lineage, NewVariant, Variant
 from yolo_orch.errors import BodyTooLarge, ErrorCode, InvalidJob, VariantNotFound
 from yolo_orch.ops.clock import utcnow
@@ -269,25 +269,6 @@ class VariantRegistry:
     def _staging_dir(self) -> Path:
         self._dir.mkdir(parents=True, exist_ok=True)
         return self._dir / f".incoming-{uuid.uuid4().hex}"
-
-
-def variant_view(variant: Variant) -> JsonObject:
-    """A variant as clients see it."""
-    return {
-        "id": variant.id,
-        "model_id": variant.model_id,
-        "format": str(variant.format),
-        "sha256": variant.sha256,
-        "size_bytes": variant.size_bytes,
-        "files": dict(variant.files),
-        "lineage": {
-            key: value for key, value in vars(variant.lineage).items() if value is not None
-        },
-        "source": variant.source,
-        "created_at": variant.created_at.isoformat(),
-        "usable": variant.usable,
-        "unusable_reason": variant.unusable_reason,
-    }
 
 
 async def _receive(

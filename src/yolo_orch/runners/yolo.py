@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Protocol
 import anyio.from_thread
 
 from yolo_orch.domain import JobKind, JobResult, JsonObject
+from yolo_orch.domain.views import model_view, variant_view
 from yolo_orch.errors import ErrorCode, InvalidJobInput, VariantTampered
-from yolo_orch.registry.models import ModelRegistry, model_view
+from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.resolutions import ResolvedVariant
-from yolo_orch.registry.variant_store import variant_view
 from yolo_orch.registry.weights import ModelTampered, ResolvedWeights
 from yolo_orch.runners import variant_runs
 from yolo_orch.runners.base import BatchOutcome, BatchRunner, RunContext, Runner, run_each
