@@ -16,7 +16,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from yolo_orch import __version__
-from yolo_orch.api import devices, health, job_images, jobs, model_files, models, submit
+from yolo_orch.api import devices, health, job_images, jobs, meta, model_files, models, submit
 from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
@@ -105,6 +105,7 @@ def create_app(
         health.router,
         events_api.router,
         job_images.router,
+        meta.router,
         metrics_api.router,
     ):
         app.include_router(router)

@@ -10,6 +10,8 @@ expected elements are missing. Without Chromium the browser tests are skipped.
 
 from __future__ import annotations
 
+import json
+import re
 from urllib.parse import urlsplit
 
 import httpx
@@ -222,7 +224,7 @@ def test_an_inference_job_page_shows_thumbnails_with_boxes(
     )
     assert IMAGE_NAME in page.inner_text("#chosen")
     page.fill("#extra", '{"sim_seconds": 0.5, "sim_steps": 2}')
-    page.fill("#conf", "0.3")
+    page.fill("#param-conf", "0.3")
     page.click("#submit-form button[type=submit]")
     page.wait_for_selector("#watch figure[data-drawn=image]")
     screenshot(page, "submit")
@@ -252,6 +254,66 @@ def test_an_inference_job_page_shows_thumbnails_with_boxes(
     page.click(f"{figure} button")
     page.wait_for_selector("#zoom[open] canvas")
     screenshot(page, "job-inference-enlarged")
+
+
+def test_the_submit_form_is_built_from_the_servers_params_schema(
+    context: BrowserContext, server: Server, api: httpx.Client
+) -> None:
+    schema = next(
+        kind["params"]
+        for kind in api.get("/v1/meta").json()["kinds"]
+        if kind["kind"] == "inference"
+    )["properties"]
+    page = signed_in(context, server)
+    page.goto(f"{server.url}/#/submit")
+    page.wait_for_selector("#model option[value=sim]", state="attached")  # the runtime's model
+    fields = page.eval_on_selector_all("#params [data-param]", "els => els.map((e) => e.name)")
+    # A field for each param of one value (numbers, true or false, one of a list), in the
+    # schema's order; lists and nested settings are left to the JSON field.
+    assert fields == [name for name in schema if name not in {"classes", "tracker"}]
+    imgsz = schema["imgsz"]
+    assert page.get_attribute("#param-imgsz", "placeholder") == str(imgsz["default"])
+    assert page.get_attribute("#param-imgsz", "min") == str(imgsz["minimum"])
+    assert page.get_attribute("#param-imgsz", "max") == str(imgsz["maximum"])
+    assert page.get_attribute("#param-imgsz", "step") == "1"
+    assert page.get_attribute("#param-conf", "step") == "any"
+    assert schema["conf"]["description"] in (
+        page.get_attribute("label[for=param-conf]", "title") or ""
+    )
+    options = page.eval_on_selector_all("#param-format option", "els => els.map((e) => e.value)")
+    assert options == ["", *schema["format"]["enum"]]
+    assert (
+        page.inner_text("#param-format option[value='']")
+        == f"default ({schema['format']['default']})"
+    )
+    assert page.get_attribute("#param-half", "type") == "checkbox"
+    assert not page.is_checked("#param-half")  # its default, false
+
+    page.set_input_files(
+        "#images", files=[{"name": IMAGE_NAME, "mimeType": "image/png", "buffer": png()}]
+    )
+    page.fill("#param-imgsz", str(imgsz["maximum"] + 32))  # past the server's bound
+    page.click("#submit-form button[type=submit]")
+    assert page.eval_on_selector("#param-imgsz", "e => e.validity.rangeOverflow")
+    assert page.locator("#watch a").count() == 0  # the browser kept it from being sent
+
+    page.fill("#param-imgsz", "320")
+    page.select_option("#param-format", "pt")
+    page.check("#param-half")
+    page.fill("#extra", '{"sim_seconds": 0.2, "sim_steps": 1}')
+    with page.expect_request("**/v1/jobs/inference") as sent:
+        page.click("#submit-form button[type=submit]")
+    body = sent.value.post_data_buffer or b""
+    params = json.loads(re.search(rb'name="params"\r\n\r\n(.*?)\r\n--', body, re.S).group(1))
+    # Only what was given: the fields left empty send nothing, and the server's defaults hold.
+    assert params == {
+        "sim_seconds": 0.2,
+        "sim_steps": 1,
+        "imgsz": 320,
+        "format": "pt",
+        "half": True,
+    }
+    page.wait_for_selector("#watch [data-state=succeeded]")
 
 
 def test_masks_sent_as_rle_decode_as_pycocotools_encoded_them(

@@ -21,8 +21,10 @@ from tests.unit.test_telemetry import FakeGpu, FakeNvml
 from yolo_orch.api.gpu_history import TelemetryHistory
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
+from yolo_orch.domain import JobKind, JobState
 from yolo_orch.jobs.notifications import JobEvents
 from yolo_orch.ops.telemetry import GpuReading, GpuTelemetry
+from yolo_orch.params.inference import InferenceParams
 from yolo_orch.ui import STATIC_DIR
 
 TOKEN = "dashboard-token-for-tests"
@@ -185,3 +187,22 @@ async def test_inputs_named_under_a_data_root_are_not_served(client: httpx.Async
         )
     ).json()
     assert_problem(await client.get(f"/v1/jobs/{job['id']}/inputs/0"), 404, "upload_not_found")
+
+
+def test_the_scripts_keep_no_copy_of_what_the_server_defines() -> None:
+    """States, terminal states, kinds and params come from GET /v1/meta (static/meta.js): no
+    script lists two states or two kinds of its own, and the submit form names no param."""
+    scripts = {
+        path.relative_to(STATIC_DIR).as_posix(): path.read_text()
+        for path in STATIC_DIR.rglob("*.js")
+        if STATIC_DIR / "vendor" not in path.parents
+    }
+    for names in ({str(state) for state in JobState}, {str(kind) for kind in JobKind}):
+        for name, text in scripts.items():
+            for listed in re.findall(r"\[[^\[\]]*\]", text):  # array literals
+                quoted = set(re.findall(r"""['"](\w+)['"]""", listed))
+                assert len(quoted & names) < 2, f"{name} lists {sorted(quoted & names)}"
+    params = set(InferenceParams.model_fields)
+    for form in ("views/submit.js", "views/params.js"):
+        named = set(re.findall(r"\b\w+\b", scripts[form])) & params
+        assert not named - {"format"}, f"{form} names {sorted(named)}"  # `format`: a JS word too

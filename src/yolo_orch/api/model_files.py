@@ -171,14 +171,14 @@ def _served(
     media_type: str = _OCTETS,
 ) -> Response:
     etag = f'"{sha256}"'
-    if _matches(request.headers.get("if-none-match"), etag):
+    if etag_matches(request.headers.get("if-none-match"), etag):
         return Response(status_code=304, headers={"etag": etag})
     return RangedFileResponse(
         path, media_type=media_type, filename=filename, headers={"etag": etag}
     )
 
 
-def _matches(if_none_match: str | None, etag: str) -> bool:
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
     """`If-None-Match` by the weak comparison RFC 9110 §13.1.2 asks for: `W/` is ignored."""
     if if_none_match is None:
         return False

@@ -1,7 +1,9 @@
-// The dashboard: a hash router over five views, the token field and the status line.
+// The dashboard: a hash router over five views, the token field and the status line. Views are
+// drawn once the server's meta (states, kinds, params) is read.
 import { onAuthProblem, token } from './api.js';
 import { h } from './dom.js';
 import { startLive } from './live.js';
+import { loadMeta } from './meta.js';
 import { showStatus } from './status.js';
 import { renderJob } from './views/job.js';
 import { renderJobs } from './views/jobs.js';
@@ -11,6 +13,7 @@ import { renderSubmit } from './views/submit.js';
 
 const main = document.getElementById('view');
 let cleanup = null;
+let routing = 0; // which call of `route` may still draw: a later one wins
 
 const ROUTES = [
   [/^#?\/?$/, 'overview', () => renderOverview],
@@ -20,10 +23,11 @@ const ROUTES = [
   [/^#\/submit\/?$/, 'submit', () => renderSubmit],
 ];
 
-function route() {
+async function route() {
   cleanup?.();
   cleanup = null;
   showStatus('');
+  const turn = ++routing;
   const hash = window.location.hash;
   for (const [pattern, view, make] of ROUTES) {
     const match = hash.match(pattern);
@@ -33,6 +37,14 @@ function route() {
     }
     main.replaceChildren();
     main.dataset.view = view;
+    try {
+      await loadMeta();
+    } catch (error) {
+      // 401 and 403 are said by `onAuthProblem`; a token given later routes again.
+      if (error.status !== 401 && error.status !== 403) showStatus(`cannot read /v1/meta: ${error.message}`);
+      return;
+    }
+    if (turn !== routing) return;
     cleanup = make(match)(main) ?? null;
     return;
   }

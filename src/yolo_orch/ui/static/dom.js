@@ -1,4 +1,5 @@
 // Small helpers to build the page: elements, formats, state badges and progress bars.
+import { isTerminal } from './meta.js';
 
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
@@ -62,11 +63,10 @@ const STATE_SYMBOLS = {
   failed: '✗',
   cancelled: '⊘',
 };
-export const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 // A state is said in words with a symbol; the colour only repeats it.
 export function stateBadge(state, cancelRequested = false) {
-  const text = cancelRequested && !TERMINAL.has(state) ? `${state} (cancelling)` : state;
+  const text = cancelRequested && !isTerminal(state) ? `${state} (cancelling)` : state;
   return h('span', { class: `badge state-${state}`, 'data-state': state },
     h('span', { 'aria-hidden': 'true' }, STATE_SYMBOLS[state] ?? '•'), ` ${text}`);
 }

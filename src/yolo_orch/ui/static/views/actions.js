@@ -1,10 +1,11 @@
 // Cancel and delete buttons for a job, shared by the list and the job page.
 import { request } from '../api.js';
-import { h, shortId, TERMINAL } from '../dom.js';
+import { h, shortId } from '../dom.js';
+import { isTerminal } from '../meta.js';
 import { showStatus } from '../status.js';
 
 export function jobActions(job, { onDeleted } = {}) {
-  if (!TERMINAL.has(job.state)) {
+  if (!isTerminal(job.state)) {
     return h('button', {
       type: 'button',
       class: 'small cancel',

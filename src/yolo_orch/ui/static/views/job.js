@@ -2,7 +2,8 @@
 // (training curves, validation scores, inference pictures, the exported variant), artifacts.
 import { download, follow, getJson, request } from '../api.js';
 import { lineChart } from '../charts.js';
-import { definitionList, empty, fmtBytes, fmtDuration, fmtTime, h, progressBar, section, shortId, stateBadge, TERMINAL } from '../dom.js';
+import { definitionList, empty, fmtBytes, fmtDuration, fmtTime, h, progressBar, section, shortId, stateBadge } from '../dom.js';
+import { isTerminal } from '../meta.js';
 import { jobActions } from './actions.js';
 import { inferenceResults } from './results.js';
 
@@ -49,7 +50,7 @@ export function renderJob(main, jobId) {
     }
     if (job.kind === 'training') refreshCurves();
     refreshLog();
-    if (TERMINAL.has(job.state) && !shownFinished) {
+    if (isTerminal(job.state) && !shownFinished) {
       shownFinished = true;
       finished(job);
     }
@@ -65,7 +66,7 @@ export function renderJob(main, jobId) {
 
   getJson(`/v1/jobs/${jobId}`).then((current) => {
     show(current);
-    if (!TERMINAL.has(current.state)) {
+    if (!isTerminal(current.state)) {
       follow(`/v1/jobs/${jobId}/events`, {
         signal: controller.signal,
         endless: false,

@@ -1,16 +1,15 @@
 // Jobs: a list with state and kind filters and cursor paging, live progress, cancel and delete.
 import { getJson } from '../api.js';
-import { empty, fmtTime, h, progressBar, section, shortId, stateBadge, updateProgress, TERMINAL } from '../dom.js';
+import { empty, fmtTime, h, progressBar, section, shortId, stateBadge, updateProgress } from '../dom.js';
 import { onLive } from '../live.js';
+import { isTerminal, meta } from '../meta.js';
 import { jobActions } from './actions.js';
 
-const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
-const KINDS = ['inference', 'training', 'validation', 'export'];
 const PAGE = 20;
 
 export function renderJobs(main) {
-  const stateSelect = select('filter-state', 'State', STATES);
-  const kindSelect = select('filter-kind', 'Kind', KINDS);
+  const stateSelect = select('filter-state', 'State', meta().states);
+  const kindSelect = select('filter-kind', 'Kind', meta().kinds.map((entry) => entry.kind));
   const body = h('tbody', {});
   const more = h('button', { type: 'button', id: 'older', hidden: true }, 'Older jobs');
   const table = h('div', { class: 'scroll' }, h('table', { class: 'jobs' },
@@ -91,7 +90,7 @@ function fill(tr, job) {
 }
 
 function updateRow(tr, job) {
-  if (tr.dataset.state === job.state && !TERMINAL.has(job.state)) {
+  if (tr.dataset.state === job.state && !isTerminal(job.state)) {
     updateProgress(tr.querySelector('.progress-wrap'), job);
     tr.querySelector('.state').replaceChildren(stateBadge(job.state, job.cancel_requested));
     return;

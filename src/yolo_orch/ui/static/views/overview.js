@@ -4,8 +4,8 @@ import { getJson, request, parseMetrics } from '../api.js';
 import { sparkline } from '../charts.js';
 import { empty, fmtBytes, h, progressBar, section, shortId, stateBadge, updateProgress } from '../dom.js';
 import { onLive } from '../live.js';
+import { meta } from '../meta.js';
 
-const STATES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'];
 const GAUGES = [
   ['memory', 'Memory', (d) => d.memory_used_bytes, (d) => d.memory_total_bytes,
     (d) => `${fmtBytes(d.memory_used_bytes)} of ${fmtBytes(d.memory_total_bytes)}`],
@@ -83,7 +83,7 @@ export function renderOverview(main) {
 }
 
 function drawCounts(box, metrics) {
-  const byState = Object.fromEntries(STATES.map((s) => [s, 0]));
+  const byState = Object.fromEntries(meta().states.map((s) => [s, 0]));
   for (const { labels, value } of metrics.yolo_orch_jobs ?? []) {
     byState[labels.state] = (byState[labels.state] ?? 0) + value;
   }
@@ -92,7 +92,7 @@ function drawCounts(box, metrics) {
   box.replaceChildren(
     tile('queue', 'queue depth', metrics.yolo_orch_queue_depth?.[0]?.value ?? 0),
     tile('refused', '429 refusals', metrics.yolo_orch_rejected_submissions_total?.[0]?.value ?? 0),
-    ...STATES.map((state) => tile(state, state, byState[state])),
+    ...meta().states.map((state) => tile(state, state, byState[state])),
   );
 }
 

@@ -1,8 +1,10 @@
 // Submit: drop images onto the page to run an inference job with a chosen model and params,
-// then watch it run and see what it found.
+// then watch it run and see what it found. The params' fields come from the server's schema.
 import { follow, getJson, request } from '../api.js';
-import { h, progressBar, section, shortId, stateBadge, updateProgress, TERMINAL } from '../dom.js';
+import { h, progressBar, section, shortId, stateBadge, updateProgress } from '../dom.js';
+import { isTerminal, kindMeta } from '../meta.js';
 import { showStatus } from '../status.js';
+import { paramFields } from './params.js';
 import { inferenceResults } from './results.js';
 
 export function renderSubmit(main) {
@@ -12,18 +14,14 @@ export function renderSubmit(main) {
     h('span', {}, 'Drop images here, or choose them: '), files);
   const chosen = h('p', { class: 'muted', id: 'chosen' }, 'No images chosen.');
   const model = h('select', { id: 'model', name: 'model', required: true });
-  const number = (id, label, attrs) => {
-    const input = h('input', { type: 'number', id, name: id, ...attrs });
-    return { input, label: h('label', { for: id }, `${label} `, input) };
-  };
-  const conf = number('conf', 'Confidence ≥', { min: 0, max: 1, step: 0.05, placeholder: '0.25' });
-  const iou = number('iou', 'IoU', { min: 0, max: 1, step: 0.05, placeholder: '0.7' });
-  const imgsz = number('imgsz', 'Image size', { min: 32, step: 32, placeholder: '640' });
-  const extra = h('input', { type: 'text', id: 'extra', name: 'extra', placeholder: '{"max_det": 100}', spellcheck: 'false' });
+  const inference = kindMeta('inference');
+  const params = paramFields(inference.params);
+  const extra = h('input', { type: 'text', id: 'extra', name: 'extra', placeholder: '{"param": value, ...}', spellcheck: 'false' });
   const form = h('form', { class: 'submit', id: 'submit-form' },
     drop, chosen,
     h('label', { for: 'model' }, 'Model ', model),
-    h('div', { class: 'row' }, conf.label, iou.label, imgsz.label),
+    h('fieldset', { class: 'params', id: 'params' }, h('legend', {}, 'Parameters (empty: the server\'s default)'),
+      h('div', { class: 'param-grid' }, params.labels)),
     h('label', { for: 'extra' }, 'More params (JSON) ', extra),
     h('button', { type: 'submit' }, 'Run inference'));
   const watch = h('div', { id: 'watch' });
@@ -48,9 +46,8 @@ export function renderSubmit(main) {
     pick(event.dataTransfer.files);
   });
 
-  Promise.all([getJson('/v1/models'), getJson('/v1/devices')]).then(([{ models }, devices]) => {
-    const names = models.filter((m) => m.usable).map((m) => m.name);
-    if (devices.runtime === 'simulated') names.unshift('sim');
+  getJson('/v1/models').then(({ models }) => {
+    const names = [...inference.runtime_models, ...models.filter((m) => m.usable).map((m) => m.name)];
     model.replaceChildren(...names.map((n) => h('option', { value: n }, n)));
     if (!names.length) model.append(h('option', { value: '' }, 'no model: import one first'));
   }).catch(() => {});
@@ -58,18 +55,15 @@ export function renderSubmit(main) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     if (!picked.length) return showStatus('choose or drop at least one image');
-    let params;
+    let given;
     try {
-      params = extra.value.trim() ? JSON.parse(extra.value) : {};
+      given = extra.value.trim() ? JSON.parse(extra.value) : {};
     } catch {
       return showStatus('More params is not a JSON object');
     }
-    for (const { input } of [conf, iou, imgsz]) {
-      if (input.value !== '') params[input.name] = Number(input.value);
-    }
     const data = new FormData();
     data.append('model', model.value);
-    data.append('params', JSON.stringify(params));
+    data.append('params', JSON.stringify({ ...given, ...params.read() }));
     for (const file of picked) data.append('images', file, file.name);
     try {
       const job = await (await request('/v1/jobs/inference', { method: 'POST', body: data })).json();
@@ -95,7 +89,7 @@ function watchJob(box, job, signal) {
       badge.replaceChildren(stateBadge(current.state, current.cancel_requested));
       updateProgress(bar, current);
       if (current.state === 'succeeded') results.replaceChildren(inferenceResults(job.id));
-      else if (TERMINAL.has(current.state) && current.error) results.replaceChildren(h('p', {}, `${current.error.code}: ${current.error.message}`));
+      else if (isTerminal(current.state) && current.error) results.replaceChildren(h('p', {}, `${current.error.code}: ${current.error.message}`));
     },
   });
 }
