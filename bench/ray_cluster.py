@@ -228,6 +228,7 @@ def paths(cluster: Any, count: int, folder: Path) -> dict[str, float]:
 
 def _context(index: int, lane: str, folder: Path) -> Any:
     from yolo_orch.domain import Job, JobKind, JobState
+    from yolo_orch.domain.specs import InferenceSpec
     from yolo_orch.runners.base import RunContext
 
     job = Job(
@@ -237,7 +238,7 @@ def _context(index: int, lane: str, folder: Path) -> Any:
         state=JobState.RUNNING,
         model="sim",
         model_id=None,
-        spec={"inputs": ["x.jpg"], "params": {"sim_seconds": TINY_S, "sim_steps": 1}},
+        spec=InferenceSpec(inputs=["x.jpg"], params={"sim_seconds": TINY_S, "sim_steps": 1}),
         priority=0,
         gpus=1,
         devices=(lane,),

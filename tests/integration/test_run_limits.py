@@ -133,7 +133,7 @@ async def test_a_run_that_ignores_the_stop_wedges_its_lane_and_asks_for_a_restar
     release = asyncio.Event()
 
     async def deaf(ctx: RunContext) -> JobResult:
-        if ctx.job.spec["params"].get("deaf"):
+        if ctx.job.params.get("deaf"):
             await asyncio.Event().wait()  # never returns, whatever it is told
         await release.wait()
         return JobResult(summary={})

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from yolo_orch.domain import Progress
+from yolo_orch.domain.specs import InferenceSpec
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.registry.weights import ModelTampered, ResolvedWeights, sha256_file
@@ -265,7 +267,6 @@ def test_out_of_memory_drops_the_lane_cache(
     [
         ([], {}),
         ([{"path": "relative/image.jpg", "name": "image.jpg"}], {}),
-        (["/abs/but/not/a/dict.jpg"], {}),
         (None, {"imgsz": "big"}),
         (None, {"conf": 1.5}),
         (None, {"classes": ["person"]}),
@@ -281,7 +282,8 @@ def test_unusable_input_is_refused_before_loading(
 ) -> None:
     ctx = RecordingContext().context(tmp_path, images[:1], **params)
     if spec_inputs is not None:
-        ctx.job.spec["files"] = spec_inputs
+        spec = InferenceSpec.model_validate({**ctx.job.spec.stored(), "files": spec_inputs})
+        ctx = replace(ctx, job=replace(ctx.job, spec=spec))
 
     with pytest.raises(InvalidJobInput):
         runner.run(ctx)

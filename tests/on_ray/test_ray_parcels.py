@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from yolo_orch.domain import Job, JobKind, JobState
+from yolo_orch.domain.specs import InferenceSpec
 from yolo_orch.errors import DatasetNotShared, InvalidJobInput
 from yolo_orch.runners.base import RunContext
 from yolo_orch.testing.yolo import make_images, write_corrupt
@@ -82,7 +83,7 @@ def test_inputs_travel_as_bytes_and_land_in_the_nodes_job_folder(tmp_path: Path)
 
     node_workdir = tmp_path / "node" / "job-1"
     placed = place_inputs(the_job, shipped, node_workdir)
-    entries = placed.spec["files"]
+    entries = [entry.stored() for entry in placed.spec_as(InferenceSpec).files or []]
     assert [entry["name"] for entry in entries] == [entry["name"] for entry in spec["files"]]
     assert Path(entries[0]["path"]).read_bytes() == shot.read_bytes()
     assert Path(entries[0]["path"]).is_relative_to(node_workdir / "inputs")
@@ -90,7 +91,7 @@ def test_inputs_travel_as_bytes_and_land_in_the_nodes_job_folder(tmp_path: Path)
     assert "refused" not in entries[0]
     assert entries[3]["refused"] == shipped[3].refused
     assert not Path(entries[3]["path"]).exists()
-    assert the_job.spec["files"] == spec["files"]  # the server's job is unchanged
+    assert the_job.spec.stored()["files"] == spec["files"]  # the server's job is unchanged
 
 
 def test_an_image_over_the_pixel_limit_travels_as_its_refusal(tmp_path: Path) -> None:

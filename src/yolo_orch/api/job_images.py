@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.file_responses import RANGE_RESPONSES, RangedFileResponse
 from yolo_orch.api.problems import problem_responses
+from yolo_orch.domain.specs import InferenceSpec
 from yolo_orch.errors import UploadNotFound
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -46,12 +47,11 @@ async def get_input(
     services: ServicesDep,
 ) -> RangedFileResponse:
     job = await services.jobs.get(job_id)
-    files = job.spec.get("files") or []
-    entry = files[index] if index < len(files) else None
+    files = (job.spec.files if isinstance(job.spec, InferenceSpec) else None) or []
     path = None
-    if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+    if index < len(files):
         path = await anyio.to_thread.run_sync(
-            services.files.uploaded_input, job_id, entry["path"], limiter=services.file_limiter
+            services.files.uploaded_input, job_id, files[index].path, limiter=services.file_limiter
         )
     if path is None:
         raise UploadNotFound(job_id, index)

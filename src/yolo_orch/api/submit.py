@@ -19,15 +19,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from yolo_orch.api.deps import DiskSpace, Services, ServicesDep
 from yolo_orch.api.prefer import PREFERENCE_APPLIED, RequestedWait, Wait, mark_applied
 from yolo_orch.api.problems import problem_responses
-from yolo_orch.api.schemas import (
-    InferenceJobCreate,
-    JobCreate,
-    JobPublic,
-)
+from yolo_orch.api.schemas import JobCreate, JobPublic
 from yolo_orch.domain import Job, NewJob
+from yolo_orch.domain.specs import InferenceSpec
 from yolo_orch.errors import InsufficientStorage, InvalidJob, QueueFull, UnsupportedMediaType
 from yolo_orch.files.images import refuse_oversized
 from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.kinds.inference import InferenceJobCreate
 from yolo_orch.params.inference import InferenceParams
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -230,7 +228,7 @@ async def submit_inference_upload(
     fingerprint = hashlib.sha256(f"{new.request_fingerprint}:{','.join(digests)}".encode())
     new = replace(
         new,
-        spec={**new.spec, "files": files},
+        spec=InferenceSpec.model_validate({**new.spec.stored(), "files": files}),
         request_fingerprint=fingerprint.hexdigest(),
     )
     try:

@@ -13,11 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from yolo_orch.domain import Job, JobKind, QueueOrder
-from yolo_orch.files.videos import is_video
-from yolo_orch.params.inference import forward_pass_key
+from yolo_orch.domain import Job, QueueOrder
+from yolo_orch.kinds import KINDS
 
 
 @dataclass(frozen=True)
@@ -39,22 +37,12 @@ class BatchPolicy:
 
 def batch_key(job: Job) -> Hashable | None:
     """What jobs must have in common to share a forward pass; None for a job that never does."""
-    if job.kind is not JobKind.INFERENCE or _has_video(job):
-        return None  # a video's frames are batched within its own job
-    return (job.model_id or job.model, forward_pass_key(job.params))
-
-
-def _has_video(job: Job) -> bool:
-    files = job.spec.get("files")
-    return isinstance(files, list) and any(
-        isinstance(file, dict) and is_video(Path(str(file.get("path", "")))) for file in files
-    )
+    return KINDS[job.kind].batch_key(job)
 
 
 def image_count(job: Job) -> int:
-    """The images a job puts through the forward pass (resolved at submission)."""
-    files = job.spec.get("files")
-    return len(files) if isinstance(files, list) and files else 1
+    """What a job puts through the forward pass (an inference job's images)."""
+    return KINDS[job.kind].images(job)
 
 
 def companions(

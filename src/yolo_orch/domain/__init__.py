@@ -6,12 +6,21 @@ import enum
 import math
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
-from yolo_orch.errors import ErrorCode
+from yolo_orch.domain.specs import (
+    ExportSpec,
+    InferenceSpec,
+    JobSpec,
+    SpecBase,
+    TrainingSpec,
+    ValidationSpec,
+)
+from yolo_orch.errors import ErrorCode, InvalidJobInput
 
 JsonObject = dict[str, Any]
 
@@ -24,6 +33,28 @@ class JobKind(enum.StrEnum):
     TRAINING = "training"
     VALIDATION = "validation"
     EXPORT = "export"
+
+
+SPEC_TYPES: Mapping[
+    JobKind, type[InferenceSpec] | type[TrainingSpec] | type[ValidationSpec] | type[ExportSpec]
+] = {
+    JobKind.INFERENCE: InferenceSpec,
+    JobKind.TRAINING: TrainingSpec,
+    JobKind.VALIDATION: ValidationSpec,
+    JobKind.EXPORT: ExportSpec,
+}
+"""The spec of each kind (`domain.specs`): a stored row's JSON object is read with it."""
+
+_Spec = TypeVar("_Spec", bound=SpecBase)
+
+
+def spec_of(kind: JobKind, spec: JobSpec | Mapping[str, Any]) -> JobSpec:
+    """`spec` as the kind's spec class: a JSON object (a stored row's, or one a test writes) is
+    read with it, as is the stored form of another kind's spec (`replace(job, kind=...)`)."""
+    spec_type = SPEC_TYPES[kind]
+    if isinstance(spec, spec_type):
+        return spec
+    return spec_type.model_validate(spec if isinstance(spec, Mapping) else spec.stored())
 
 
 class JobState(enum.StrEnum):
@@ -80,9 +111,9 @@ class NewJob:
 
     kind: JobKind
     model: str
-    spec: JsonObject
-    """Kind-specific fields: `inputs` and `params` for inference; `dataset` and `params` for
-    training; `dataset`, `split` and `params` for validation."""
+    spec: JobSpec
+    """The kind's own fields (`domain.specs`); a JSON object given here is read as the kind's
+    spec (`spec_of`)."""
     priority: int = 0
     gpus: int = 1
     max_attempts: int = 3
@@ -94,6 +125,9 @@ class NewJob:
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
     """Chosen before the store keeps the job, so that uploaded inputs can go to its folder."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", spec_of(self.kind, self.spec))
+
 
 @dataclass(frozen=True)
 class Job:
@@ -103,7 +137,8 @@ class Job:
     kind: JobKind
     state: JobState
     model: str
-    spec: JsonObject
+    spec: JobSpec
+    """As `NewJob.spec`: a JSON object given here (a stored row's) is read as the kind's spec."""
     priority: int
     gpus: int
     attempt: int
@@ -121,10 +156,18 @@ class Job:
     request_fingerprint: str | None = None
     model_id: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", spec_of(self.kind, self.spec))
+
     @property
     def params(self) -> JsonObject:
-        params: JsonObject = self.spec.get("params", {})
-        return params
+        return self.spec.params
+
+    def spec_as(self, spec_type: type[_Spec]) -> _Spec:
+        """The spec, as the kind a runner runs: a job of another kind is unusable input."""
+        if not isinstance(self.spec, spec_type):
+            raise InvalidJobInput(f"a {self.kind} job, not one this runner runs")
+        return self.spec
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -18,23 +17,16 @@ import anyio.to_thread
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.queue_wait import expected_wait_s
 from yolo_orch.domain import (
-    SIM_MODEL,
     Job,
     JobFilter,
     JobKind,
     JobState,
-    JsonObject,
-    Model,
     NewJob,
     Page,
 )
-from yolo_orch.domain.variants import ExportFormat, available_formats, export_refusal
 from yolo_orch.errors import (
     ArtifactNotFound,
     FramesNotFound,
-    InvalidJob,
-    ModelNameTaken,
-    ModelNotFound,
     ModelUnusable,
     NoResult,
     QueueFull,
@@ -43,17 +35,15 @@ from yolo_orch.errors import (
     too_many_gpus,
 )
 from yolo_orch.files.class_names import ClassNameLimits
-from yolo_orch.files.inputs import InputLimits, resolve_inputs
+from yolo_orch.files.inputs import InputLimits
 from yolo_orch.files.jobfiles import JobFiles
-from yolo_orch.files.paths import is_glob
 from yolo_orch.files.resultfile import EntryPage, page_of
-from yolo_orch.files.task_data import check_task_dataset
-from yolo_orch.files.videos import is_video, refuse_unreadable_videos
 from yolo_orch.jobs.notifications import JobEvents
+from yolo_orch.kinds import KINDS
+from yolo_orch.kinds.submission import Submission, SubmissionChecks
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.ops.logs import before_start
 from yolo_orch.ops.stop_signal import StopSignal
-from yolo_orch.params.inference import check_task
 from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
@@ -99,7 +89,6 @@ class JobService:
         lines logged so far are in the job log files. `no_exports`: the lanes build no exports
         (Ray nodes, which never write the registry). `on_cluster`: the lanes are a Ray
         cluster's, `max_gpus` its largest node's (else this host's)."""
-        self._max_image_pixels = max_image_pixels
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -107,17 +96,22 @@ class JobService:
         self._files = files
         self._max_gpus = max_gpus
         self._settle_logs = settle_logs
-        self._lane_ids = tuple(lane_ids)
         self._total_slots = total_slots
         self._max_queued = max_queued
-        self._data_roots = list(data_roots)
-        self._class_name_limits = class_name_limits
-        self._input_limits = input_limits
         self._file_limiter = file_limiter
-        self._walk_limiter = walk_limiter
         self._events = events
-        self._no_exports = no_exports
         self._on_cluster = on_cluster
+        self._checks = SubmissionChecks(
+            models,
+            tuple(lane_ids),
+            tuple(data_roots),
+            class_name_limits,
+            input_limits,
+            max_image_pixels,
+            file_limiter,
+            walk_limiter,
+            no_exports=no_exports,
+        )
         self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
             OrderedDict()
         )
@@ -161,55 +155,18 @@ class JobService:
         return job, created
 
     async def _with_model_and_files(self, new: NewJob) -> NewJob:
-        """Refuse at once what could only fail later: a model this host does not have, inputs
-        or a dataset that are not readable files under the data roots."""
+        """Refuse at once what could only fail later: a model this host does not have, and
+        whatever the job's kind checks (`Kind.checked`: its inputs, dataset, format...)."""
         provided, task = await self._provided(new.model, new.kind)
-        if provided:
-            model_id = None  # `sim`, or a shipped architecture to train from scratch
-        else:
+        model = None  # `sim`, or a shipped architecture to train from scratch
+        if not provided:
             model = await self._models.get(new.model)
             if not model.usable:
                 raise ModelUnusable(new.model)
-            if new.kind is JobKind.INFERENCE:
-                check_task(new.spec["params"], model.task)
-                await self._check_format(model, new.spec["params"])
-            model_id, task = model.id, model.task
-        spec = dict(new.spec)
-        if new.kind is JobKind.EXPORT:
-            params = spec["params"]
-            self._check_buildable(ExportFormat(params["format"]), half=params["half"])
-            if "dataset" in spec:  # int8 calibration images, of the model's task
-                spec["dataset_path"] = str(await self._checked_dataset(spec, task))
-        elif (
-            model_id is None and new.model == SIM_MODEL and "files" not in spec
-        ):  # uploads keep theirs
-            spec["files"] = [{"path": name, "name": name} for name in spec.get("inputs", [])]
-        elif new.kind is JobKind.INFERENCE and "files" not in spec:
-            inputs: list[str] = spec["inputs"]
-            walks = any(is_glob(pattern) for pattern in inputs)
-            spec["files"] = await anyio.to_thread.run_sync(
-                self._resolved_files,
-                inputs,
-                limiter=self._walk_limiter if walks else self._file_limiter,
-            )
-        elif new.kind in (JobKind.TRAINING, JobKind.VALIDATION):
-            spec["dataset_path"] = str(await self._checked_dataset(spec, task))
-            if new.kind is JobKind.TRAINING:
-                await self._check_output_name(spec["params"].get("output_name"))
-                for export_format in spec["params"].get("export", []):
-                    self._check_buildable(ExportFormat(export_format), half=False)
-        if (
-            new.kind is JobKind.INFERENCE
-            and model_id is not None
-            and any(is_video(Path(file["path"])) for file in spec["files"])
-        ):  # named by their suffix: a job of images only needs no thread hop for this
-            await anyio.to_thread.run_sync(
-                refuse_unreadable_videos,
-                spec["files"],
-                self._max_image_pixels,
-                limiter=self._file_limiter,
-            )
-        return replace(new, spec=spec, model_id=model_id)
+            task = model.task
+        submission = Submission(new.spec, new.model, model, task)
+        spec = await KINDS[new.kind].checked(submission, self._checks)
+        return replace(new, spec=spec, model_id=None if model is None else model.id)
 
     async def _provided(self, model: str, kind: JobKind) -> tuple[bool, str | None]:
         """Whether the runtime has `model` itself for jobs of `kind`, and the model's task then.
@@ -231,73 +188,6 @@ class JobService:
         if not self._runtime.provides(model, kind):
             return False, None
         return True, self._runtime.model_task(model)
-
-    async def _check_format(self, model: Model, params: JsonObject) -> None:
-        """An inference job that names a format the model has no usable variant of, for the
-        job's imgsz and half, is refused now (`auto` falls back to the .pt, which always runs)."""
-        wanted = params.get("format", "auto")
-        if wanted in ("auto", "pt"):
-            return
-        imgsz, half, cuda = params["imgsz"], params["half"], self._has_cuda_lanes
-        variants = await self._models.variants.list_for(model.id)
-        available = available_formats(variants, imgsz=imgsz, half=half, cuda=cuda)
-        if wanted not in available:
-            precision = "half" if half else "full precision"
-            raise InvalidJob(
-                f"model {model.name!r} has no usable {wanted} variant for imgsz {imgsz} "
-                f"({precision}); formats it can run: {', '.join(available)}",
-                code="format_not_available",
-            )
-
-    @property
-    def _has_cuda_lanes(self) -> bool:
-        # a Ray lane is `<node>/cuda:<i>`
-        return any(lane.rpartition("/")[2].startswith("cuda:") for lane in self._lane_ids)
-
-    def _check_buildable(self, export_format: ExportFormat, *, half: bool) -> None:
-        """An export this host cannot build is refused now, not failed on a lane later."""
-        if self._no_exports:
-            raise InvalidJob(
-                "exports do not run on Ray lanes: export on a server with the thread executor, "
-                "or import the exported files as a variant (POST /v1/models/{ref}/variants)",
-                code="export_unsupported",
-            )
-        if reason := export_refusal(export_format, half=half, lanes=self._lane_ids):
-            raise InvalidJob(reason, code="export_unsupported")
-
-    def _resolved_files(self, inputs: list[str]) -> list[JsonObject]:
-        paths = resolve_inputs(inputs, self._data_roots, self._input_limits)
-        return [
-            {"path": str(path), "name": _display_name(path, self._data_roots)} for path in paths
-        ]
-
-    async def _checked_dataset(self, spec: JsonObject, task: str | None) -> Path:
-        """A dataset under the data roots that fits the model's task (`task_mismatch`), with
-        the split a validation scores."""
-        if task is None:  # shipped architectures and registry models always have one
-            raise InvalidJob("the model has no task", code="task_mismatch")
-        path, dataset = await anyio.to_thread.run_sync(
-            check_task_dataset,
-            task,
-            spec["dataset"],
-            self._data_roots,
-            self._class_name_limits,
-            limiter=self._file_limiter,
-        )
-        split = spec.get("split")
-        if split is not None and split not in dataset.splits:
-            raise InvalidJob(f"{spec['dataset']!r} has no {split!r} split", "invalid_dataset")
-        return path
-
-    async def _check_output_name(self, name: str | None) -> None:
-        """A training job that would end by failing to register its model is refused now."""
-        if name is None:
-            return
-        try:
-            await self._models.get(name)
-        except ModelNotFound:
-            return
-        raise ModelNameTaken(name)
 
     async def get(self, job_id: str) -> Job:
         return await self._store.get(job_id)
@@ -403,20 +293,11 @@ class JobService:
         running = await self._store.list_jobs(
             JobFilter(states=(JobState.RUNNING,)), limit=self._total_slots, before_seq=None
         )
-        queued = {kind: await self._store.count_queued(kind) for kind in JobKind}
-        recent = {kind: await self._store.recent_durations(_RECENT_RUNS, kind) for kind in JobKind}
+        queued = {kind: await self._store.count_queued(kind) for kind in KINDS}
+        recent = {kind: await self._store.recent_durations(_RECENT_RUNS, kind) for kind in KINDS}
         wait = expected_wait_s(running.jobs, queued, recent, slots=self._total_slots, now=utcnow())
         return max(1, min(_MAX_RETRY_AFTER_S, math.ceil(wait)))
 
 
 def _ids(job: Job) -> dict[str, str]:
     return {"job_id": job.id}
-
-
-def _display_name(path: Path, roots: Sequence[Path]) -> str:
-    """The file as the client named it: relative to its data root, never a server path."""
-    for root in roots:
-        real_root = Path(os.path.realpath(root))
-        if path.is_relative_to(real_root):
-            return str(path.relative_to(real_root))
-    return path.name

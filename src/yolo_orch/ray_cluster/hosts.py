@@ -17,6 +17,7 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from yolo_orch.domain import Job, JobKind
+from yolo_orch.kinds import KINDS
 from yolo_orch.ray_cluster.actors import (
     JOB_HOST_PREFIX,
     LANE_PREFIX,
@@ -54,8 +55,9 @@ class Host:
 
 
 def in_lane_actor(kind: JobKind, lanes: tuple[str, ...]) -> bool:
-    """Inference runs in its lane's warm actor; every other kind in an actor of its own."""
-    return kind is JobKind.INFERENCE and len(lanes) == 1
+    """A one-lane job of a kind that says so (inference) runs in its lane's warm actor; every
+    other in an actor of its own."""
+    return KINDS[kind].warm_lane_actor and len(lanes) == 1
 
 
 class Hosts:

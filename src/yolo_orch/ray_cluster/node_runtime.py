@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from yolo_orch.domain import Job, JsonObject
+from yolo_orch.domain.specs import DatasetSpec, InferenceSpec, ResolvedFile
 from yolo_orch.errors import DatasetNotShared
 from yolo_orch.files.jobfiles import INPUTS_DIR
 from yolo_orch.ray_cluster.node_cache import NodeModelCache
@@ -102,10 +103,10 @@ class NodeModels:
 def check_shared_dataset(job: Job, roots: Sequence[str], node: str) -> None:
     """A job's dataset must be under a shared root and there on this node (a root not mounted
     here, or a dataset outside every root, would otherwise fail deep inside ultralytics)."""
-    raw = job.spec.get("dataset_path")
-    if not isinstance(raw, str):
+    if not isinstance(job.spec, DatasetSpec) or job.spec.dataset_path is None:
         return
-    shown = str(job.spec.get("dataset", Path(raw).name))
+    raw = job.spec.dataset_path
+    shown = job.spec.dataset or Path(raw).name
     if not roots:
         raise DatasetNotShared(
             f"dataset {shown!r} cannot reach Ray node {node}: the server has no "
@@ -128,18 +129,19 @@ def check_shared_dataset(job: Job, roots: Sequence[str], node: str) -> None:
 def place_inputs(job: Job, inputs: list[ShippedInput], workdir: Path) -> Job:
     """Write the shipped files into the job's folder on this node (where the runner reads a
     job's own inputs) and point `spec.files` at them."""
-    files: list[JsonObject] = []
+    files: list[ResolvedFile] = []
     for index, shipped in enumerate(inputs):
         file_name = shipped.file_name if _plain_name(shipped.file_name) else "input"
         path = workdir / INPUTS_DIR / f"{index:05d}" / file_name
-        entry: JsonObject = {"path": str(path), "name": shipped.name}
+        refused = None
         if shipped.data is None:
-            entry["refused"] = shipped.refused or "refused by the server"
+            refused = shipped.refused or "refused by the server"
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(shipped.data)
-        files.append(entry)
-    return replace(job, spec={**job.spec, "files": files})
+        files.append(ResolvedFile(path=str(path), name=shipped.name, refused=refused))
+    spec = job.spec_as(InferenceSpec).model_copy(update={"files": files})
+    return replace(job, spec=spec)
 
 
 def _plain_name(name: str) -> bool:

@@ -16,13 +16,14 @@ from typing import Any, BinaryIO
 
 import anyio.to_thread
 
-from yolo_orch.domain import Job, JobKind
+from yolo_orch.domain import Job
 from yolo_orch.domain.variants import ExportFormat, LaneRuntime, variant_for
 from yolo_orch.errors import InvalidJobInput
 from yolo_orch.files import images
 from yolo_orch.files.inputs import open_contained
 from yolo_orch.files.jobfiles import INPUTS_DIR
 from yolo_orch.files.videos import is_video
+from yolo_orch.kinds import KINDS
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.ray_cluster.node_cache import VariantOffer, WeightsOffer
 from yolo_orch.ray_cluster.node_runtime import NodeRuntimeSpec, ShippedInput
@@ -93,7 +94,7 @@ class TaskBuilder:
 
     async def __call__(self, ctx: RunContext) -> NodeTask:
         inputs, variant = None, None
-        if ctx.job.kind is JobKind.INFERENCE and self._runtime.name != "simulated":
+        if KINDS[ctx.job.kind].ships_inputs and self._runtime.name != "simulated":
             inputs = await anyio.to_thread.run_sync(ship_inputs, ctx, self._rules)
             variant = await self._variant_offer(ctx)
         return NodeTask(
@@ -186,7 +187,7 @@ def ship_inputs(ctx: RunContext, rules: InputRules) -> list[ShippedInput]:
     refused, or whose header says it has more than `max_image_pixels`, travels as the reason
     (its entry in the result says it, as on one host); a video that cannot be read fails the
     job, as on one host."""
-    sources = read_inputs(ctx.job.spec)
+    sources = read_inputs(ctx.job)
     if len(sources) > rules.max_files:
         raise InvalidJobInput(
             f"the job names {len(sources)} files, more than {rules.max_files} (max_files_per_job)"

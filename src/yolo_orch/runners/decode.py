@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from yolo_orch.domain import JsonObject
+from yolo_orch.domain import Job
+from yolo_orch.domain.specs import InferenceSpec
 from yolo_orch.errors import InvalidJobInput
 from yolo_orch.files import images
 from yolo_orch.files.inputs import open_contained
@@ -44,21 +45,17 @@ class InputFile:
     """Why it is not read at all: the server, which read it for a Ray node, refused it."""
 
 
-def read_inputs(spec: JsonObject) -> list[InputFile]:
-    """The images the server resolved at submission: `spec["files"]`."""
-    raw = spec.get("files")
-    if not isinstance(raw, list) or not raw:
+def read_inputs(job: Job) -> list[InputFile]:
+    """The images the server resolved at submission: `spec.files`."""
+    resolved = job.spec_as(InferenceSpec).files
+    if not resolved:
         raise InvalidJobInput("spec.files must be a non-empty list of resolved images")
     files = []
-    for entry in raw:
-        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-            raise InvalidJobInput(f"spec.files entries need a path: {entry!r}")
-        path = Path(entry["path"])
+    for entry in resolved:
+        path = Path(entry.path)
         if not path.is_absolute():
             raise InvalidJobInput(f"spec.files must hold absolute paths: {str(path)!r}")
-        refused = entry.get("refused")
-        name = str(entry.get("name", path.name))
-        files.append(InputFile(path, name, None if refused is None else str(refused)))
+        files.append(InputFile(path, entry.shown_name, entry.refused))
     return files
 
 

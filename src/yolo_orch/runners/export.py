@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from yolo_orch.domain import JobResult, JsonObject, Progress
+from yolo_orch.domain.specs import DatasetSpec
 from yolo_orch.domain.variants import ENTRY_NAMES, ExportFormat, Lineage
 from yolo_orch.errors import InvalidJob, InvalidJobInput, JobCancelled, PathOutsideRoots
 from yolo_orch.files.datasets import load_dataset
@@ -167,8 +168,8 @@ class YoloExportRunner:
 
     def _calibration_yaml(self, ctx: RunContext) -> Path:
         """The checked dataset, checked again (it may have changed since submission)."""
-        raw = ctx.job.spec.get("dataset_path")
-        if not isinstance(raw, str):
+        raw = ctx.job.spec_as(DatasetSpec).dataset_path
+        if raw is None:
             raise InvalidJobInput("int8 needs spec.dataset_path, a checked data.yaml")
         try:
             dataset = load_dataset(Path(raw), self._data_roots)

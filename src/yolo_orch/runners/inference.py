@@ -88,8 +88,8 @@ def no_variants(model_id: str) -> list[ResolvedVariant]:
 
 
 class YoloInferenceRunner:
-    """Runs inference jobs: `spec["files"]` (the images the server resolved at submission, each
-    `{"path": <absolute path>, "name": <what the client called it>}`) through the job's model."""
+    """Runs inference jobs: `spec.files` (the images the server resolved at submission, each
+    with its absolute path and what the client called it) through the job's model."""
 
     def __init__(
         self,
@@ -331,7 +331,7 @@ _JobInputs = tuple[InferenceParams, list[InputFile]]
 def _read_job(ctx: RunContext) -> _JobInputs | Exception:
     """A job's params and images, or why they are unusable."""
     try:
-        return InferenceParams.from_job(ctx.job.params), read_inputs(ctx.job.spec)
+        return InferenceParams.from_job(ctx.job.params), read_inputs(ctx.job)
     except Exception as exc:
         return exc
 

@@ -9,10 +9,12 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
+from yolo_orch.domain.specs import InferenceSpec, ValidationSpec
 from yolo_orch.errors import JobCancelled
 from yolo_orch.files.jobfiles import METRICS_FILE, open_to_append, write_atomic
 from yolo_orch.runners.base import BatchOutcome, BatchRecord, RunContext, Runner
@@ -94,7 +96,7 @@ class SimulatedRunner:
         failures = {p.get("sim_fail") for p in params}
         if "crash" in failures:
             os._exit(CRASH_EXIT_CODE)
-        images = sum(len(ctx.job.spec.get("inputs", [])) or 1 for ctx in ctxs)
+        images = sum(len(_inputs(ctx)) or 1 for ctx in ctxs)
         limits = [int(p["sim_oom_above"]) for p in params if p.get("sim_oom_above") is not None]
         seconds = max(float(p.get("sim_seconds", 0.2)) for p in params)
         steps = [int(p.get("sim_steps", 5)) for p in params]
@@ -111,7 +113,7 @@ class SimulatedRunner:
             time.sleep(max(0.0, began + seconds * step / max(steps) - time.monotonic()))
             for index, ctx in enumerate(ctxs):
                 if outcomes[index] is None and step <= steps[index]:
-                    if ctx.job.kind is JobKind.TRAINING:  # a step is an epoch: its metrics
+                    if SIMULATED_KINDS[ctx.job.kind].epochs:  # a step is one: its metrics
                         history = json.dumps(_history(step)).encode()
                         write_atomic(ctx.workdir / METRICS_FILE, history, durable=False)
                     ctx.report_progress(Progress(step, steps[index], "steps"))
@@ -145,22 +147,19 @@ class SimulatedRunner:
                 log.write(f"attempt {ctx.job.attempt} {'ran' if ran else 'oom'}: {' '.join(ids)}\n")
 
     def _result(self, ctx: RunContext) -> JobResult:
-        params = ctx.job.params
         with open_to_append(ctx.workdir / RUN_LOG) as log:
             log.write(f"attempt {ctx.job.attempt} succeeded\n")
-        if ctx.job.kind is JobKind.TRAINING:
-            return _training_result(ctx.job.id, int(params.get("sim_steps", 5)))
-        if ctx.job.kind is JobKind.VALIDATION:
-            return _validation_result(ctx.job.id, ctx.job.spec.get("split", "val"))
-        if ctx.job.kind is JobKind.EXPORT:
-            return _export_result(str(params["format"]))
-        ran = params.get("format", "auto")
-        return _inference_result(list(ctx.job.spec.get("inputs", [])), str(ran))
+        return SIMULATED_KINDS[ctx.job.kind].result(ctx)
 
 
-def _inference_result(inputs: list[str], ran: str) -> JobResult:
-    """`ran`: the job's format, as if it had that variant (`auto` runs the `.pt`)."""
-    images = [_fake_detections(name) for name in inputs]
+def _inputs(ctx: RunContext) -> list[str]:
+    return ctx.job.spec.inputs if isinstance(ctx.job.spec, InferenceSpec) else []
+
+
+def _inference_result(ctx: RunContext) -> JobResult:
+    """As if the model had a variant of the job's format (`auto` runs the `.pt`)."""
+    ran = str(ctx.job.params.get("format", "auto"))
+    images = [_fake_detections(name) for name in _inputs(ctx)]
     total = sum(len(image["detections"]) for image in images)
     summary: JsonObject = {
         "images": len(images),
@@ -195,8 +194,9 @@ def _fake_detections(source: str) -> JsonObject:
     return {"source": source, "width": width, "height": height, "detections": detections}
 
 
-def _training_result(job_id: str, epochs: int) -> JobResult:
-    metrics = _fake_metrics(job_id)
+def _training_result(ctx: RunContext) -> JobResult:
+    epochs = int(ctx.job.params.get("sim_steps", 5))
+    metrics = _fake_metrics(ctx.job.id)
     return JobResult(
         summary={"epochs": epochs, "metrics": metrics, "model_id": None},
         detail={
@@ -233,10 +233,11 @@ def _losses(total: float) -> JsonObject:
     }
 
 
-def _validation_result(job_id: str, split: str) -> JobResult:
-    metrics = _fake_metrics(job_id)
+def _validation_result(ctx: RunContext) -> JobResult:
+    split = ctx.job.spec_as(ValidationSpec).split
+    metrics = _fake_metrics(ctx.job.id)
     summary = {"task": "detect", "split": split, "images": 4, "metrics": metrics}
-    detail = {
+    detail: JsonObject = {
         **summary,
         "per_class": [],
         "confusion_matrix": None,
@@ -256,6 +257,25 @@ def _fake_metrics(job_id: str) -> JsonObject:
     }
 
 
-def _export_result(export_format: str) -> JobResult:
-    summary = {"model_id": None, "variant_id": None, "format": export_format}
+def _export_result(ctx: RunContext) -> JobResult:
+    summary = {"model_id": None, "variant_id": None, "format": str(ctx.job.params["format"])}
     return JobResult(summary=summary, detail={**summary, "variant": None})
+
+
+@dataclass(frozen=True)
+class SimulatedKind:
+    """How the simulated runner fakes a kind of job."""
+
+    result: Callable[[RunContext], JobResult]
+    """What a run that succeeds returns, in the shape of the kind's real runner's result."""
+    epochs: bool = False
+    """Each step is an epoch: its metrics are written as a training's are."""
+
+
+SIMULATED_KINDS: dict[JobKind, SimulatedKind] = {
+    JobKind.INFERENCE: SimulatedKind(_inference_result),
+    JobKind.TRAINING: SimulatedKind(_training_result, epochs=True),
+    JobKind.VALIDATION: SimulatedKind(_validation_result),
+    JobKind.EXPORT: SimulatedKind(_export_result),
+}
+"""By kind: a new kind's line here is its simulated runner."""

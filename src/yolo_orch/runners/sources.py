@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from yolo_orch.domain.specs import DatasetSpec
 from yolo_orch.errors import InvalidJob, InvalidJobInput, PathOutsideRoots
 from yolo_orch.files.jobfiles import write_atomic
 from yolo_orch.files.task_data import ImageFolder, load_task_dataset
@@ -85,8 +86,8 @@ def job_dataset(ctx: RunContext, task: str, data_roots: Sequence[Path]) -> tuple
     folder (classify) is passed by its real path."""
     import yaml
 
-    raw = ctx.job.spec.get("dataset_path")
-    if not isinstance(raw, str) or not os.path.isabs(raw):
+    raw = ctx.job.spec_as(DatasetSpec).dataset_path
+    if raw is None or not os.path.isabs(raw):
         raise InvalidJobInput("spec.dataset_path must be the absolute path of a checked dataset")
     try:
         dataset = load_task_dataset(task, Path(raw), data_roots)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from yolo_orch.domain import JobResult, JsonObject, Progress
+from yolo_orch.domain.specs import ValidationSpec
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.files.jobfiles import write_atomic
 from yolo_orch.params.validation import ValidationParams
@@ -50,7 +51,7 @@ class YoloValidationRunner:
         import torch
 
         params = ValidationParams.from_job(ctx.job.params)
-        split = ctx.job.spec.get("split", "val")
+        split = ctx.job.spec_as(ValidationSpec).split
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         path, task = registry_weights(self._resolve_weights, ctx)
         data, splits = job_dataset(ctx, task, self._data_roots)

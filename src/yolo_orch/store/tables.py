@@ -193,7 +193,7 @@ def new_job_values(new: NewJob, now: datetime) -> dict[str, Any]:
         "kind": str(new.kind),
         "state": str(JobState.QUEUED),
         "model": new.model,
-        "spec": new.spec,
+        "spec": new.spec.stored(),
         "priority": new.priority,
         "gpus": new.gpus,
         "attempt": 0,

@@ -76,7 +76,7 @@ class TrainingRecorder:
         split: str | None = None,
         **params: Any,
     ) -> Any:
-        from yolo_orch.domain import Job, JobKind, JobState
+        from yolo_orch.domain import Job, JobKind, JobState, spec_of
         from yolo_orch.runners.base import RunContext
 
         spec: dict[str, Any] = {
@@ -92,7 +92,7 @@ class TrainingRecorder:
             kind=JobKind(kind),
             state=JobState.RUNNING,
             model=model,
-            spec=spec,
+            spec=spec_of(JobKind(kind), spec),
             priority=0,
             gpus=len(devices),
             attempt=1,

@@ -181,7 +181,7 @@ class RecordingContext:
         device: str = "cpu",
         **params: Any,
     ) -> Any:
-        from yolo_orch.domain import Job, JobKind, JobState
+        from yolo_orch.domain import Job, JobKind, JobState, spec_of
         from yolo_orch.runners.base import RunContext
 
         job = Job(
@@ -190,11 +190,14 @@ class RecordingContext:
             kind=JobKind.INFERENCE,
             state=JobState.RUNNING,
             model=model,
-            spec={
-                "inputs": [p.name for p in inputs],
-                "files": [{"path": str(p), "name": p.name} for p in inputs],
-                "params": params,
-            },
+            spec=spec_of(
+                JobKind.INFERENCE,
+                {
+                    "inputs": [p.name for p in inputs],
+                    "files": [{"path": str(p), "name": p.name} for p in inputs],
+                    "params": params,
+                },
+            ),
             priority=0,
             gpus=1,
             attempt=1,

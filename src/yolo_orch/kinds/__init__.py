@@ -1,0 +1,23 @@
+"""The kinds of job, each in its own module: the one table the API (request bodies, GET /v1/meta),
+the job service (submission checks), the dispatcher (batching) and the Ray executor read.
+
+A new kind is a module here (its `Kind`), a line in `KINDS`, its `JobKind` member and spec class in
+the domain (the store reads rows with it), its runner in each runtime, and its tests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from yolo_orch.domain import JobKind
+from yolo_orch.kinds.base import JobRequest, Kind
+from yolo_orch.kinds.export import EXPORT
+from yolo_orch.kinds.inference import INFERENCE
+from yolo_orch.kinds.training import TRAINING
+from yolo_orch.kinds.validation import VALIDATION
+
+KINDS: Mapping[JobKind, Kind] = {
+    kind.name: kind for kind in (INFERENCE, TRAINING, VALIDATION, EXPORT)
+}
+"""Every kind, by name, in the order the API documents them."""
+
+__all__ = ["KINDS", "JobRequest", "Kind"]

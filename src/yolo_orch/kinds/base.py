@@ -1,0 +1,92 @@
+"""What a job kind is: everything the server knows of one kind, in one value that its own module
+builds (`yolo_orch.kinds.inference`, ...) and the table `yolo_orch.kinds.KINDS` holds.
+
+A kind has a typed spec (`domain.specs`), a params model (`yolo_orch.params`), the API's request
+body, the checks of a submission (`checked`), and what the dispatcher and
+the Ray executor must know of it. Its runner is the runtime's (`Runtime.runner(kind)`: each
+runtime holds one per kind, by the kind's name)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from yolo_orch.domain import SIM_MODEL, Job, JobKind, NewJob
+from yolo_orch.domain.specs import JobSpec
+from yolo_orch.kinds.submission import Submission, SubmissionChecks
+from yolo_orch.params.common import SIM_FIELDS, JobParams, SimulatedParams
+
+
+class JobRequest(BaseModel):
+    """What every kind's request body holds (POST /v1/jobs); the kinds' are told apart by `kind`.
+    Pydantic only, so the OpenAPI document shows each kind's fields from its own class."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, max_length=200, description="A registered model (name or id).")
+    priority: int = Field(default=0, ge=-100, le=100, description="Higher starts first.")
+    kind: str
+
+    @model_validator(mode="after")
+    def _simulated_fields_need_sim_model(self) -> JobRequest:
+        params: SimulatedParams = getattr(self, "params")  # noqa: B009 - every kind's has it
+        used = [name for name in SIM_FIELDS if getattr(params, name) is not None]
+        if used and self.model != SIM_MODEL:
+            raise ValueError(f"{', '.join(used)} apply to model {SIM_MODEL!r} only")
+        return self
+
+    def spec(self) -> JobSpec:
+        """The job's spec, as the store will keep it."""
+        raise NotImplementedError
+
+    def lanes(self) -> int:
+        """The lanes the job holds for its whole run."""
+        return 1
+
+    def to_new_job(self, max_attempts: int, idempotency_key: str | None) -> NewJob:
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return NewJob(
+            kind=JobKind(self.kind),
+            model=self.model,
+            spec=self.spec(),
+            priority=self.priority,
+            gpus=self.lanes(),
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+            request_fingerprint=hashlib.sha256(canonical.encode()).hexdigest(),
+        )
+
+
+def _never_batched(job: Job) -> Hashable | None:
+    return None
+
+
+def _one_pass_item(job: Job) -> int:
+    return 1
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: JobKind
+    params: type[JobParams]
+    """What its `params` may hold: the request's, the runner's and GET /v1/meta's one model."""
+    request: type[JobRequest]
+    """The API's request body (POST /v1/jobs, `kind` = `name`)."""
+    checked: Callable[[Submission[Any], SubmissionChecks], Awaitable[JobSpec]]
+    """The submission's spec once this host has checked what could only fail later (formats,
+    datasets, output names, buildable exports), with what the checks resolved added (`files`,
+    `dataset_path`). Raises `InvalidJob` and the like to refuse it."""
+    batch_key: Callable[[Job], Hashable | None] = _never_batched
+    """What jobs must have in common to share a forward pass; None for one that never does."""
+    images: Callable[[Job], int] = _one_pass_item
+    """What a job puts through a shared forward pass (its images)."""
+    warm_lane_actor: bool = False
+    """Ray: a one-lane job runs in its lane's long-lived actor (its models stay loaded); other
+    kinds get an actor of their own."""
+    ships_inputs: bool = False
+    """Ray: the server sends the job's input files (and the variant that runs them) with it."""
