@@ -19,11 +19,8 @@ from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.model_files import etag_matches
 from yolo_orch.domain import SIM_MODEL, JobKind, JobState
 from yolo_orch.errors import ErrorCode
+from yolo_orch.kinds import KINDS
 from yolo_orch.params.common import StrictParams
-from yolo_orch.params.export import ExportParams
-from yolo_orch.params.inference import InferenceParams
-from yolo_orch.params.training import TrainingParams
-from yolo_orch.params.validation import ValidationParams
 from yolo_orch.runners.base import Runtime
 
 router = APIRouter(prefix="/v1/meta", tags=["meta"])
@@ -33,13 +30,7 @@ CACHE_CONTROL = "no-cache"
 
 def params_model(kind: JobKind) -> type[StrictParams]:
     """The pydantic model of a kind's `params`: the one place this module learns them."""
-    models: dict[JobKind, type[StrictParams]] = {
-        JobKind.INFERENCE: InferenceParams,
-        JobKind.TRAINING: TrainingParams,
-        JobKind.VALIDATION: ValidationParams,
-        JobKind.EXPORT: ExportParams,
-    }
-    return models[kind]
+    return KINDS[kind].params
 
 
 class KindMeta(BaseModel):
@@ -81,7 +72,7 @@ def server_meta(runtime: Runtime) -> Meta:
                 params=params_model(kind).model_json_schema(),
                 runtime_models=[SIM_MODEL] if runtime.provides(SIM_MODEL, kind) else [],
             )
-            for kind in JobKind
+            for kind in KINDS
         ],
         error_codes=[ErrorCodeMeta(code=code, meaning=code.meaning) for code in ErrorCode],
     )
