@@ -17,7 +17,7 @@ import pytest
 from PIL import Image, ImageChops
 from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
-from tests.acceptance.test_docs_page import LOOPBACK, NETWORK_CUT, NETWORK_SCHEMES, _find_chromium
+from tests.support.browser import LOOPBACK, NETWORK_CUT, NETWORK_SCHEMES, find_chromium
 from yolo_orch.testing import TERMINAL_STATES, Server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def network() -> Network:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    chromium = _find_chromium()
+    chromium = find_chromium()
     if chromium is None:
         pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
     with sync_playwright() as playwright:

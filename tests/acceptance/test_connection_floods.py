@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.acceptance.test_http_edges import HEALTHZ, Connection, Reply, post_head
+from tests.support.raw_http import HEALTHZ, Connection, Reply, post_head
 from tests.support.servers import ServerFactory, submit
 from yolo_orch.testing import Server, sim_inference, wait_for, wait_terminal
 

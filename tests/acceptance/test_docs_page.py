@@ -10,9 +10,7 @@ chromium`) it is skipped; `$CHROMIUM` names another binary.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,6 +18,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Route, sync_playwright
 
+from tests.support.browser import LOOPBACK, NETWORK_CUT, NETWORK_SCHEMES, find_chromium
 from yolo_orch.testing import Server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,18 +30,7 @@ ASSET_TYPES = {".js": "javascript", ".css": "text/css", ".png": "image/png"}
 EXTERNAL_URL = re.compile(r"(?:https?:)?//[\w.-]+", re.IGNORECASE)
 REFERENCED = re.compile(r"""(?:src|href|spec-url)\s*=\s*["']([^"']+)["']""", re.IGNORECASE)
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-NETWORK_SCHEMES = {"http", "https", "ws", "wss"}
 TIMEOUT_MS = 30_000
-NETWORK_CUT = [
-    # Below the page's routes, for whatever the browser might send by itself: all proxied
-    # traffic goes to a closed port (Chromium never proxies loopback), and no name but
-    # 127.0.0.1 resolves. Playwright's own flags already turn background networking, component
-    # updates and sync off (and the sandbox, which root in CI could not use).
-    "--disable-quic",
-    "--proxy-server=http://127.0.0.1:9",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-]
 
 
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
@@ -84,7 +72,7 @@ async def test_every_schema_reference_resolves(client: httpx.AsyncClient) -> Non
 
 @pytest.mark.acceptance
 def test_pages_render_in_a_browser_without_network(tmp_path: Path) -> None:
-    chromium = _find_chromium()
+    chromium = find_chromium()
     if chromium is None:
         pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
     server = Server(tmp_path / "data", tmp_path / "logs", "docs")
@@ -147,11 +135,3 @@ def _wait_for(page: Page, expression: str) -> list[str]:
     handle = page.wait_for_function(f"() => {{ const v = {expression}; return v.length && v }}")
     value: list[str] = handle.json_value()
     return value
-
-
-def _find_chromium() -> str | None:
-    candidates = [os.environ.get("CHROMIUM", ""), "chromium", "chromium-browser", "google-chrome"]
-    for name in filter(None, candidates):
-        if path := shutil.which(name):
-            return path
-    return None

@@ -12,22 +12,9 @@ import httpx
 import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
+from tests.support.problems import assert_problem, wait_state
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
-
-PROBLEM = "application/problem+json"
-
-
-def assert_problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == PROBLEM
-    body: dict[str, Any] = response.json()
-    assert body["status"] == status
-    assert body["code"] == code
-    assert body["type"] == f"urn:yolo-orch:problem:{code}"
-    assert body["title"]
-    assert body["detail"]
-    return body
 
 
 async def test_health_and_readiness(client: httpx.AsyncClient) -> None:
@@ -221,7 +208,7 @@ async def test_full_queue_answers_429_and_stores_nothing(
     async with serve(create_app(settings_factory(max_queued=2, sim_lanes=1))) as client:
         long = sim_job(params={"sim_seconds": 30})
         running = (await client.post("/v1/jobs", json=long)).json()
-        await _wait_state(client, running["id"], "running")
+        await wait_state(client, running["id"], "running")
         for _ in range(2):
             assert (await client.post("/v1/jobs", json=long)).status_code == 202
         refused = await client.post("/v1/jobs", json=long)
@@ -258,7 +245,7 @@ async def test_cancel_queued_running_and_finished(
         slow = sim_job(params={"sim_seconds": 20, "sim_steps": 400})
         running = (await client.post("/v1/jobs", json=slow)).json()
         queued = (await client.post("/v1/jobs", json=slow)).json()
-        await _wait_state(client, running["id"], "running")
+        await wait_state(client, running["id"], "running")
 
         response = await client.post(f"/v1/jobs/{queued['id']}/cancel")
         assert response.status_code == 200
@@ -312,7 +299,7 @@ async def test_healthz_answers_while_every_lane_is_busy(client: httpx.AsyncClien
     slow = sim_job(params={"sim_seconds": 30, "sim_steps": 3000})
     jobs = [(await client.post("/v1/jobs", json=slow)).json() for _ in range(2)]
     for job in jobs:
-        await _wait_state(client, job["id"], "running")
+        await wait_state(client, job["id"], "running")
     for _ in range(20):
         assert (await client.get("/healthz")).status_code == 200
     for job in jobs:
@@ -348,12 +335,6 @@ async def test_openapi_documents_the_job_routes(client: httpx.AsyncClient) -> No
     assert set(submit["responses"]["200"]["headers"]) == {"Preference-Applied"}
     for status in ("429", "503"):
         assert set(submit["responses"][status]["headers"]) == {"Retry-After"}
-
-
-async def _wait_state(client: httpx.AsyncClient, job_id: str, state: str) -> None:
-    async with asyncio.timeout(10):
-        while (await client.get(f"/v1/jobs/{job_id}")).json()["state"] != state:
-            await asyncio.sleep(0.01)
 
 
 def parse_sse(text: str) -> list[dict[str, Any]]:
@@ -413,7 +394,7 @@ async def test_metrics_count_jobs_lanes_runs_and_refusals(
         await wait_terminal(client, done["id"])
         long = sim_job(params={"sim_seconds": 30})
         running = (await client.post("/v1/jobs", json=long)).json()
-        await _wait_state(client, running["id"], "running")
+        await wait_state(client, running["id"], "running")
         assert (await client.post("/v1/jobs", json=long)).status_code == 202
         assert (await client.post("/v1/jobs", json=long)).status_code == 429
 

@@ -8,101 +8,25 @@ import asyncio
 import io
 import sys
 import zipfile
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 import httpx
 import pytest
-from fastapi import FastAPI
 
-from tests.conftest import serve, wait_terminal
-from tests.integration.test_api import assert_problem
-from yolo_orch.app import create_app
-from yolo_orch.config import Settings
+from tests.conftest import wait_terminal
+from tests.support.export_host import IMGSZ, Host, host, host_settings
+from tests.support.problems import assert_problem
 from yolo_orch.errors import VariantTampered
-from yolo_orch.registry.models import ModelRegistry
-from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.runners.formats import load_variant
 from yolo_orch.runners.yolo import MarksTamperedModels
 from yolo_orch.testing.training import make_dataset
 from yolo_orch.testing.yolo import (
     RecordingContext,
-    build_checkpoint,
-    ensure_ultralytics,
-    make_images,
 )
 
-IMGSZ = 64
-
-
-@dataclass
-class Host:
-    app: FastAPI
-    client: httpx.AsyncClient
-    data: Path
-    model_root: Path
-
-    @property
-    def registry(self) -> ModelRegistry:
-        registry: ModelRegistry = self.app.state.services.models
-        return registry
-
-    async def import_tiny(self, name: str = "tiny") -> dict[str, Any]:
-        response = await self.client.post("/v1/models", json={"path": f"{name}.pt"})
-        assert response.status_code == 201, response.text
-        body: dict[str, Any] = response.json()
-        return body
-
-    async def export(self, model: str = "tiny", **params: Any) -> dict[str, Any]:
-        job = {"kind": "export", "model": model, "params": {"imgsz": IMGSZ, **params}}
-        response = await self.client.post("/v1/jobs", json=job)
-        assert response.status_code == 202, response.text
-        return await wait_terminal(self.client, response.json()["id"], deadline_s=120)
-
-    async def variants(self, model: str = "tiny") -> list[dict[str, Any]]:
-        response = await self.client.get(f"/v1/models/{model}")
-        assert response.status_code == 200, response.text
-        variants: list[dict[str, Any]] = response.json()["variants"]
-        return variants
-
-    async def resolved(self, variant_id: str) -> ResolvedVariant:
-        model = await self.registry.get("tiny")
-        everything = await self.registry.variants.resolve(model.id)
-        return next(r for r in everything if r.variant.id == variant_id)
-
-
-@pytest.fixture
-def host_settings() -> dict[str, Any]:
-    """More settings for `host`: a test parametrizes this to change them."""
-    return {}
-
-
-@pytest.fixture
-async def host(
-    tmp_path: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-    settings_factory: Callable[..., Settings],
-    host_settings: dict[str, Any],
-) -> AsyncIterator[Host]:
-    ensure_ultralytics(tmp_path_factory.getbasetemp())
-    data, model_root = tmp_path / "data", tmp_path / "weights"
-    make_images(data / "shots", 1)
-    build_checkpoint(model_root / "tiny.pt")
-    build_checkpoint(model_root / "other.pt", class_names=("cat", "dog"))
-    settings = settings_factory(
-        runtime="auto",
-        database_url="",
-        data_roots=[data],
-        model_roots=[model_root],
-        max_upload_bytes=64 << 20,
-        **host_settings,
-    )
-    app = create_app(settings)
-    async with serve(app) as client:
-        yield Host(app, client, data, model_root)
+__all__ = ["host", "host_settings"]  # the fixtures, from tests/support/export_host.py
 
 
 def _boxes(model: Any, image: Path) -> list[tuple[float, ...]]:

@@ -17,7 +17,7 @@ from PIL import Image
 
 from tests.conftest import serve, sim_job, wait_terminal
 from tests.hostile import png_bomb
-from tests.integration.test_api import assert_problem
+from tests.support.problems import assert_problem
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.errors import InvalidJob

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from tests.conftest import serve, wait_terminal
-from tests.integration.test_api import assert_problem
+from tests.support.problems import assert_problem
 from yolo_orch.api import results
 from yolo_orch.api.results import InferenceResultDetail
 from yolo_orch.app import create_app

@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.conftest import serve, sim_job
-from tests.integration.test_api import assert_problem
+from tests.support.problems import assert_problem
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 

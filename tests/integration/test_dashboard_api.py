@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 
 from tests.conftest import serve, wait_terminal
-from tests.integration.test_api import assert_problem
-from tests.unit.test_telemetry import FakeGpu, FakeNvml
+from tests.support.nvml import FakeGpu, FakeNvml
+from tests.support.problems import assert_problem
 from yolo_orch.api.gpu_history import TelemetryHistory
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings

@@ -18,7 +18,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.conftest import serve, sim_job, wait_terminal
-from tests.integration.test_api import _wait_state, assert_problem
+from tests.support.problems import assert_problem, wait_state
 from yolo_orch.api.deps import Services
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
@@ -192,7 +192,7 @@ async def test_a_real_full_disk(
     async with serve(app) as client:
         long = sim_job(params={"sim_seconds": 1.5, "sim_steps": 30})
         running = (await client.post("/v1/jobs", json=long)).json()["id"]
-        await _wait_state(client, running, "running")
+        await wait_state(client, running, "running")
 
         filler = _fill(small_disk)
         await _look_again(app)

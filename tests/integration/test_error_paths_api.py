@@ -13,8 +13,7 @@ import httpx
 import pytest
 
 from tests.conftest import serve, wait_terminal
-from tests.integration.test_api import assert_problem
-from tests.integration.test_shown_paths import assert_no_server_path
+from tests.support.problems import assert_no_server_path, assert_problem
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.testing.training import make_dataset

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.integration.test_admission import Harness, ScriptedExecutor, dispatching, gate
+from tests.support.admission import Harness, ScriptedExecutor, dispatching, gate
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import JobKind, JobState, NewJob

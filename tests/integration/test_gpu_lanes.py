@@ -9,7 +9,7 @@ from collections.abc import Callable
 import httpx
 
 from tests.conftest import serve, sim_job, wait_terminal
-from tests.unit.test_telemetry import GPU_IS_LOST, FakeGpu, FakeNvml
+from tests.support.nvml import GPU_IS_LOST, FakeGpu, FakeNvml
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.ops.telemetry import GpuTelemetry

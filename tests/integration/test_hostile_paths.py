@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
-from tests.integration.test_api import assert_problem
+from tests.support.problems import assert_problem
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain import JobResult

@@ -3,7 +3,7 @@ is, and the answer says the name was not applied."""
 
 from __future__ import annotations
 
-from tests.integration.test_api_export import Host, host, host_settings
+from tests.support.export_host import Host, host, host_settings
 
 __all__ = ["host", "host_settings"]  # the fixtures, shared with the export tests
 

@@ -4,31 +4,11 @@ lacks is refused at submission, and a tampered variant fails its job and is pass
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.conftest import infer_shots, shots_job
-from tests.integration.test_api import assert_problem
-from tests.integration.test_api_export import IMGSZ, Host, host, host_settings
+from tests.conftest import shots_job
+from tests.support.export_host import IMGSZ, Detection, Host, detections, host, host_settings, infer
+from tests.support.problems import assert_problem
 
 __all__ = ["host", "host_settings"]  # the fixtures, shared with the export tests
-
-Detection = tuple[float, float, float, float, float]
-
-
-async def infer(host: Host, **params: Any) -> dict[str, Any]:
-    return await infer_shots(host.client, **{"imgsz": IMGSZ, **params})
-
-
-async def detections(host: Host, job: dict[str, Any]) -> list[list[Detection]]:
-    assert job["state"] == "succeeded", job["error"]
-    result = (await host.client.get(f"/v1/jobs/{job['id']}/result")).json()
-    return [
-        sorted(
-            (*(d["box"][k] for k in ("x1", "y1", "x2", "y2")), d["confidence"])
-            for d in image["detections"]
-        )
-        for image in result["images"]
-    ]
 
 
 def assert_close(got: list[list[Detection]], want: list[list[Detection]]) -> None:

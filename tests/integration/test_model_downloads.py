@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_api import assert_problem
-from tests.integration.test_api_export import Host, host, host_settings
+from tests.support.export_host import Host, host, host_settings
+from tests.support.problems import assert_problem
 
 __all__ = ["host", "host_settings"]  # the fixtures, shared with the export tests
 

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from tests.integration.test_variants import variant
+from tests.support.variants import variant
 from yolo_orch.domain.variants import ExportFormat, Variant
 from yolo_orch.errors import VariantTampered
 from yolo_orch.params.inference import InferenceParams

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from tests.conftest import wait_terminal
-from tests.integration.test_api_export import IMGSZ, Host, host, host_settings
+from tests.support.export_host import IMGSZ, Host, host, host_settings
 from yolo_orch.testing.training import make_dataset
 
 __all__ = ["host", "host_settings"]  # the fixtures, shared with the export tests

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
-from tests.integration.test_api import _wait_state, assert_problem
+from tests.support.problems import assert_problem, wait_state
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 
@@ -42,7 +42,7 @@ async def test_delete_removes_a_finished_job_and_its_files(
         slow = sim_job(params={"sim_seconds": 20, "sim_steps": 400})
         running = (await client.post("/v1/jobs", json=slow)).json()["id"]
         queued = (await client.post("/v1/jobs", json=slow)).json()["id"]
-        await _wait_state(client, running, "running")
+        await wait_state(client, running, "running")
 
         response = await client.delete(f"/v1/jobs/{done}")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tests.integration.test_admission import Behaviour, Harness, ScriptedExecutor
+from tests.support.admission import Behaviour, Harness, ScriptedExecutor
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.dispatch.run_limits import RunLimits

@@ -6,14 +6,13 @@ and the messages the runners and the dataset checks write themselves. (Through t
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.integration.test_admission import ScriptedExecutor
+from tests.support.admission import ScriptedExecutor
 from yolo_orch.config import Settings, server_paths
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.lanes import Lanes
@@ -33,11 +32,6 @@ from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.store.memory import InMemoryJobStore
 from yolo_orch.testing.training import TrainingRecorder, make_dataset
 from yolo_orch.testing.yolo import ensure_ultralytics, fixed_resolver
-
-
-def assert_no_server_path(text: str, tmp_path: Path) -> None:
-    for form in {str(tmp_path), os.path.realpath(tmp_path)}:
-        assert form not in text, text
 
 
 def test_paths_under_a_known_folder_are_named_from_it() -> None:

@@ -6,7 +6,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from tests.integration.test_start_journal import context as journal_context
+from tests.support.start_journal import context as journal_context
 from yolo_orch.errors import JobCancelled
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.simulated import SimulatedRunner

@@ -5,32 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from yolo_orch.domain import Job, JobKind, JobState, Progress
+from tests.support.start_journal import context
 from yolo_orch.files.start_journal import TRIM_BYTES, Started, StartJournal
-from yolo_orch.ops.clock import utcnow
-from yolo_orch.runners.base import RunContext
-
-
-def context(job_id: str, attempt: int, devices: tuple[str, ...] = ("sim:0",)) -> RunContext:
-    job = Job(
-        id=job_id,
-        seq=1,
-        kind=JobKind.INFERENCE,
-        state=JobState.RUNNING,
-        model="sim",
-        spec={},
-        priority=0,
-        gpus=len(devices),
-        attempt=attempt,
-        max_attempts=3,
-        created_at=utcnow(),
-        devices=devices,
-    )
-
-    def ignore(progress: Progress) -> None:
-        pass
-
-    return RunContext(job, devices, Path("/nonexistent"), ignore, lambda: False)
 
 
 def test_what_was_noted_is_read_until_cleared_and_a_cut_line_is_skipped(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tests.conftest import serve, sim_job, wait_terminal
-from tests.integration.test_api import _wait_state
+from tests.support.problems import wait_state
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain import JobKind
@@ -33,7 +33,7 @@ async def test_a_queued_job_has_no_folder_until_it_starts(
                 "/v1/jobs", json=sim_job(params={"sim_seconds": 60, "sim_steps": 600})
             )
         ).json()
-        await _wait_state(client, running["id"], "running")
+        await wait_state(client, running["id"], "running")
         queued = (await client.post("/v1/jobs", json=sim_job())).json()
         assert (settings.jobs_dir / running["id"]).is_dir()
         assert not (settings.jobs_dir / queued["id"]).exists()

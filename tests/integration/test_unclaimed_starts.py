@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_admission import Harness, ScriptedExecutor
-from tests.integration.test_start_journal import context
+from tests.support.admission import Harness, ScriptedExecutor
+from tests.support.start_journal import context
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain import Job, JobError, JobKind, JobResult, JobState, NewJob, QueueOrder

@@ -17,16 +17,16 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.integration.test_api import assert_problem
-from tests.integration.test_variant_imports import (
+from tests.support.problems import assert_problem
+from tests.support.variant_imports import (
     GOOD_METADATA,
     IR_BIN,
     THREE_CLASSES,
-    _patched,
     api,
     api_app,
     ir_xml,
     openvino_zip,
+    patched,
     refused,
 )
 from yolo_orch.errors import InvalidJob
@@ -60,7 +60,7 @@ def test_a_zip_that_understates_its_sizes_is_refused_having_written_at_most_the_
         tmp_path / "bomb.zip", GOOD_METADATA, method=zipfile.ZIP_DEFLATED, weights=bytes(4 << 20)
     )
     # The sizes the archive declares say 1 byte: what is written is what counts.
-    lying = _patched(bomb, 22, struct.pack("<I", 1))
+    lying = patched(bomb, 22, struct.pack("<I", 1))
     target = tmp_path / "unpacked"
 
     with pytest.raises(InvalidJob):

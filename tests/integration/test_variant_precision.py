@@ -18,8 +18,7 @@ from typing import Any
 import anyio.to_thread
 
 from tests.conftest import wait_terminal
-from tests.integration.test_api_export import IMGSZ, Host, host, host_settings
-from tests.integration.test_inference_formats import Detection, detections, infer
+from tests.support.export_host import IMGSZ, Detection, Host, detections, host, host_settings, infer
 from yolo_orch.params.inference import InferenceParams
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file

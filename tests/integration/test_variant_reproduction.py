@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from tests.conftest import serve
-from tests.integration.test_api import assert_problem
-from tests.integration.test_yolo_export import Registry, export_context
+from tests.support.problems import assert_problem
+from tests.support.yolo_export import Registry, export_context
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain.variants import REPRODUCTION_TOLERANCES

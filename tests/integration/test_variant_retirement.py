@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_api_export import Host, host
-from tests.integration.test_inference_formats import infer
+from tests.support.export_host import Host, host, infer
 from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.variant_store import VariantRegistry
 from yolo_orch.runners import inference

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from tests.support.variants import variant
 from yolo_orch.domain.variants import (
     ExportFormat,
     LaneRuntime,
-    Lineage,
-    Variant,
     available_formats,
     choose_variant,
     export_refusal,
@@ -29,31 +27,6 @@ from yolo_orch.registry.manifests import (
 H200 = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "tensorrt_version": "10.9.0"}
 CPU = LaneRuntime("cpu", frozenset(ExportFormat), ultralytics_version="8.4.190")
 CUDA = LaneRuntime("cuda:0", frozenset(ExportFormat), ultralytics_version="8.4.190", **H200)
-
-
-def variant(export_format: ExportFormat, name: str | None = None, **lineage: object) -> Variant:
-    built = Lineage(
-        source_sha256="a" * 64,
-        imgsz=320,
-        half=False,
-        int8=False,
-        dynamic=False,
-        batch=1,
-        device="cpu",
-        ultralytics_version="8.4.190",
-    )
-    return Variant(
-        id=name or str(export_format),
-        model_id="m",
-        format=export_format,
-        sha256="b" * 64,
-        size_bytes=1,
-        files={},
-        lineage=replace(built, **lineage),  # type: ignore[arg-type]
-        source="export:j",
-        job_id="j",
-        created_at=datetime(2026, 12, 1, tzinfo=UTC),
-    )
 
 
 ONNX, OPENVINO = variant(ExportFormat.ONNX), variant(ExportFormat.OPENVINO)

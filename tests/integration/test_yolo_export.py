@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from yolo_orch.domain import JobKind
+from tests.support.yolo_export import Registry, export_context
 from yolo_orch.errors import ExportDependencyMissing, JobCancelled
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file
-from yolo_orch.runners.export import ExportedFiles, YoloExportRunner
+from yolo_orch.runners.export import YoloExportRunner
 from yolo_orch.testing.yolo import RecordingContext, build_checkpoint, ensure_ultralytics
 
 
@@ -23,26 +22,6 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> ResolvedWeights:
     ensure_ultralytics(tmp_path_factory.getbasetemp())
     path = build_checkpoint(tmp_path_factory.mktemp("weights") / "tiny.pt")
     return ResolvedWeights(path, sha256_file(path))
-
-
-class Registry:
-    def __init__(self, weights: ResolvedWeights) -> None:
-        self.weights = weights
-        self.resolved: list[str] = []
-        self.registered: list[ExportedFiles] = []
-
-    def resolve(self, ref: str) -> ResolvedWeights:
-        self.resolved.append(ref)
-        return self.weights
-
-    def register(self, files: ExportedFiles) -> dict[str, Any]:
-        self.registered.append(files)
-        return {"id": "variant-1", "format": str(files.format)}
-
-
-def export_context(recorder: RecordingContext, workdir: Path, **params: Any) -> Any:
-    ctx = recorder.context(workdir, [], imgsz=64, **params)
-    return replace(ctx, job=replace(ctx.job, kind=JobKind.EXPORT, model_id="tiny-id"))
 
 
 class CancelAfter(RecordingContext):

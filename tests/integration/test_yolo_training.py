@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from yolo_orch.domain import JsonObject, Progress
+from tests.support.yolo_training import Registry, chunked_parallel
+from yolo_orch.domain import Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.files.datasets import check_dataset
 from yolo_orch.registry.weights import (
@@ -48,50 +48,11 @@ def dataset(data_root: Path) -> Path:
     return check_dataset("ds/data.yaml", [data_root])
 
 
-class Registry:
-    """A stand-in `register_model` that keeps a copy of each file."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.calls: list[tuple[Path, str]] = []
-
-    def __call__(self, path: Path, name: str, job_id: str) -> JsonObject:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        kept = shutil.copyfile(path, self.folder / f"{name}.pt")
-        self.calls.append((Path(kept), name))
-        return {"id": f"id-{len(self.calls)}", "name": name}
-
-
 def make_runner(data_root: Path, registry: Registry, **kwargs: Any) -> YoloTrainingRunner:
     # One thread: the tests stay quick on a busy 2-core machine (OpenMP spins when oversubscribed).
     return YoloTrainingRunner(
         fixed_resolver({}), registry, data_roots=[data_root], cpu_threads=1, **kwargs
     )
-
-
-def chunked_parallel(calls: list[int]) -> Callable[..., Any]:
-    """A CPU stand-in for `data_parallel`: one chunk of images per lane, outputs concatenated
-    along the batch dimension as DataParallel's gather does."""
-
-    def make(model: Any, lanes: tuple[str, ...]) -> Callable[[Any], Any]:
-        def run(images: Any) -> Any:
-            calls.append(images.shape[0])
-            return gather([model(part) for part in images.chunk(len(lanes))])
-
-        return run
-
-    return make
-
-
-def gather(outputs: list[Any]) -> Any:
-    import torch
-
-    first = outputs[0]
-    if isinstance(first, torch.Tensor):
-        return torch.cat(outputs, dim=0)
-    if isinstance(first, dict):
-        return {key: gather([o[key] for o in outputs]) for key in first}
-    return type(first)(gather(list(parts)) for parts in zip(*outputs, strict=True))
 
 
 def test_trains_registers_a_usable_model_and_reports_metrics(

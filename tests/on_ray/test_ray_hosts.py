@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.on_ray.test_ray_weights import Rig, context, job, rig
+from tests.support.ray_weights import Rig, context, job, rig
 from yolo_orch.domain import JobKind
 from yolo_orch.errors import JobCancelled
 from yolo_orch.ray_cluster.hosts import JOB_ACTORS_AHEAD, JOB_ACTORS_KEPT

@@ -5,7 +5,7 @@ dataset under a shared root."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,48 +14,15 @@ import httpx
 import pytest
 
 from tests.conftest import serve, wait_terminal
-from tests.on_ray.fixtures import start_cluster
+from tests.support.ray_real import IMGSZ, cpu_cluster, cpu_host_settings
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.testing.training import make_dataset
 from yolo_orch.testing.yolo import CLASS_NAMES, build_checkpoint, ensure_ultralytics, make_images
 
+__all__ = ["cpu_cluster"]  # the fixture, from tests/support/ray_real.py
+
 pytestmark = pytest.mark.ray
-
-IMGSZ = 64
-
-
-@pytest.fixture(scope="module")
-def cpu_cluster() -> Iterator[Any]:
-    """A head and one more node, neither with GPUs: two `<node>/cpu` lanes."""
-    started = start_cluster(nodes=1, gpus=0)
-    try:
-        yield started
-    finally:
-        started.shutdown()
-
-
-def cpu_host_settings(
-    settings_factory: Callable[..., Settings],
-    cluster: Any,
-    tmp_path: Path,
-    data: Path,
-    weights: Path,
-    **more: object,
-) -> Settings:
-    """A server on the real runtime, running its jobs on `cluster`'s `<node>/cpu` lanes."""
-    return settings_factory(
-        runtime="auto",
-        database_url="",
-        executor="ray",
-        ray_address=cluster.address,
-        ray_cpu_lanes=True,
-        ray_poll_interval_s=0.2,
-        ray_node_cache_dir=tmp_path / "node-cache",
-        data_roots=[data],
-        model_roots=[weights],
-        **more,
-    )
 
 
 @dataclass

@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 
 from tests.conftest import infer_shots, serve, shots_job
-from tests.on_ray.test_ray_real import IMGSZ, cpu_cluster, cpu_host_settings
+from tests.support.ray_real import IMGSZ, cpu_cluster, cpu_host_settings
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.testing.yolo import CLASS_NAMES, build_checkpoint, ensure_ultralytics, make_images
