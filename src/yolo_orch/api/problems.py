@@ -253,9 +253,11 @@ _HTTP_CODES = {
     401: ErrorCode.UNAUTHORIZED,
     404: ErrorCode.NOT_FOUND,
     405: ErrorCode.METHOD_NOT_ALLOWED,
+    408: ErrorCode.REQUEST_TIMEOUT,
     413: ErrorCode.BODY_TOO_LARGE,
 }
-"""The statuses Starlette and FastAPI raise `HTTPException` with (400 is answered above)."""
+"""The statuses `HTTPException` is raised with: by Starlette and FastAPI, and by `BodyLimits`
+(408, 413) while a body is read; 400 is answered above."""
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
