@@ -256,14 +256,12 @@ def test_an_inference_job_page_shows_thumbnails_with_boxes(
     screenshot(page, "job-inference-enlarged")
 
 
-def test_the_submit_form_is_built_from_the_servers_params_schema(
+def test_the_submit_form_and_the_filters_are_built_from_the_servers_meta(
     context: BrowserContext, server: Server, api: httpx.Client
 ) -> None:
-    schema = next(
-        kind["params"]
-        for kind in api.get("/v1/meta").json()["kinds"]
-        if kind["kind"] == "inference"
-    )["properties"]
+    meta = api.get("/v1/meta").json()
+    schema = next(kind["params"] for kind in meta["kinds"] if kind["kind"] == "inference")
+    schema = schema["properties"]
     page = signed_in(context, server)
     page.goto(f"{server.url}/#/submit")
     page.wait_for_selector("#model option[value=sim]", state="attached")  # the runtime's model
@@ -314,6 +312,13 @@ def test_the_submit_form_is_built_from_the_servers_params_schema(
         "half": True,
     }
     page.wait_for_selector("#watch [data-state=succeeded]")
+
+    page.goto(f"{server.url}/#/jobs")
+    page.wait_for_selector("#filter-kind")
+    values = "els => els.map((e) => e.value)"
+    assert page.eval_on_selector_all("#filter-state option", values) == ["", *meta["states"]]
+    kinds = [kind["kind"] for kind in meta["kinds"]]
+    assert page.eval_on_selector_all("#filter-kind option", values) == ["", *kinds]
 
 
 def test_masks_sent_as_rle_decode_as_pycocotools_encoded_them(
