@@ -22,7 +22,13 @@ from yolo_orch.api.problems import problem_responses
 from yolo_orch.api.schemas import JobCreate, JobPublic
 from yolo_orch.domain import Job, NewJob
 from yolo_orch.domain.specs import InferenceSpec
-from yolo_orch.errors import InsufficientStorage, InvalidJob, QueueFull, UnsupportedMediaType
+from yolo_orch.errors import (
+    ErrorCode,
+    InsufficientStorage,
+    InvalidJob,
+    QueueFull,
+    UnsupportedMediaType,
+)
 from yolo_orch.files.images import refuse_oversized
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.kinds.inference import InferenceJobCreate
@@ -191,9 +197,11 @@ async def submit_inference_upload(
         if exc.status_code != 400:
             raise  # e.g. 413: the body went over max_upload_bytes while it was read
         if "Too many files" in str(exc.detail):
-            raise InvalidJob(f"{exc.detail} (max_files_per_job)", code="too_many_files") from None
+            raise InvalidJob(
+                f"{exc.detail} (max_files_per_job)", code=ErrorCode.TOO_MANY_FILES
+            ) from None
         raise InvalidJob(
-            f"unreadable multipart body: {exc.detail}", code="invalid_request"
+            f"unreadable multipart body: {exc.detail}", code=ErrorCode.INVALID_REQUEST
         ) from None
     try:
         images = [part for part in form.getlist("images") if isinstance(part, UploadFile)]

@@ -110,10 +110,9 @@ class ModelInUse(YoloOrchError):
 class InvalidJob(YoloOrchError):
     """A submission that is well-formed JSON but cannot run here; `code` says why."""
 
-    def __init__(self, message: str, code: ErrorCode | str) -> None:
+    def __init__(self, message: str, code: ErrorCode) -> None:
         super().__init__(message)
-        # A plain string is still taken from callers not yet moved to members: it must be one.
-        self.code = ErrorCode(code)
+        self.code = code
 
 
 SHOWN_PATH_CHARS = 200

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, JsonValue, model_validator
 from pydantic.config import JsonDict
 
-from yolo_orch.errors import InvalidJob
+from yolo_orch.errors import ErrorCode, InvalidJob
 from yolo_orch.params.common import (
     IMGSZ_MAX,
     IMGSZ_MIN,
@@ -234,7 +234,7 @@ def check_task(params: Mapping[str, object], task: str) -> None:
     if task not in INFERENCE_TASKS:
         raise InvalidJob(
             f"the model's task is {task!r}; inference runs {', '.join(INFERENCE_TASKS)} models",
-            code="task_mismatch",
+            code=ErrorCode.TASK_MISMATCH,
         )
     fields = InferenceParams.model_fields
     unused = sorted(
@@ -246,7 +246,7 @@ def check_task(params: Mapping[str, object], task: str) -> None:
         verb = "does" if len(unused) == 1 else "do"
         raise InvalidJob(
             f"{', '.join(f'params.{name}' for name in unused)} {verb} not apply to {task} models",
-            code="task_mismatch",
+            code=ErrorCode.TASK_MISMATCH,
         )
 
 
