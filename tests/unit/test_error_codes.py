@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pickle
 
-import pytest
-
 from yolo_orch.client.errors import ClientCode
-from yolo_orch.errors import ErrorCode, InvalidJob, JobNotFound, QueueFull
+from yolo_orch.errors import ErrorCode, JobNotFound, QueueFull
 
 
 def test_every_code_says_what_it_means_in_one_line() -> None:
@@ -29,9 +27,3 @@ def test_codes_are_their_own_wire_strings() -> None:
 
 def test_the_clients_own_codes_are_none_of_the_servers() -> None:
     assert not {str(code) for code in ClientCode} & {str(code) for code in ErrorCode}
-
-
-def test_a_refusal_carries_a_member_and_refuses_a_code_the_enum_lacks() -> None:
-    assert InvalidJob("no", "invalid_dataset").code is ErrorCode.INVALID_DATASET
-    with pytest.raises(ValueError, match="not_a_code"):
-        InvalidJob("no", "not_a_code")
