@@ -36,11 +36,11 @@ from yolo_orch.config.work import (
     DEFAULT_TIMEOUTS_S,
     DataAndModelRoots,
     JobLimits,
-    KindName,
     LaneKind,
     LanesAndRuntime,
     ResultsRetentionDisk,
 )
+from yolo_orch.domain import JobKind
 from yolo_orch.files.shown_paths import ShownPaths
 from yolo_orch.params.common import MAX_TIMEOUT_S
 from yolo_orch.setting_hints import ENV_PREFIX, set_setting
@@ -105,7 +105,7 @@ class Settings(
 
     @field_validator("timeout_s", mode="after")
     @classmethod
-    def _timeout_defaults_kept(cls, value: dict[KindName, float]) -> dict[KindName, float]:
+    def _timeout_defaults_kept(cls, value: dict[JobKind, float]) -> dict[JobKind, float]:
         """`{ inference = 60 }` changes inference only: validation keeps its limit."""
         return {**DEFAULT_TIMEOUTS_S, **value}
 
@@ -262,7 +262,6 @@ __all__ = [
     "CONFIG_ENV_VAR",
     "MEMORY_DATABASE_URL",
     "SQLITE_URL_PREFIX",
-    "KindName",
     "LaneKind",
     "Scope",
     "Settings",

@@ -98,6 +98,8 @@ def _type(annotation: Any) -> str:
         return _type(args[0])
     if origin is typing.Literal:
         return " \\| ".join(json.dumps(arg) for arg in args)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return " \\| ".join(json.dumps(member.value) for member in annotation)
     if origin in (typing.Union, types.UnionType):
         return " \\| ".join("None" if arg is type(None) else _type(arg) for arg in args)
     if origin in (list, tuple, set):

@@ -8,19 +8,20 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from yolo_orch.domain import JobKind
 from yolo_orch.files.class_names import DEFAULT_MAX_CLASS_NAMES, DEFAULT_MAX_CLASS_NAMES_BYTES
 from yolo_orch.files.images import DEFAULT_MAX_IMAGE_PIXELS
 from yolo_orch.files.resultfile import DEFAULT_INLINE_RESULT_BYTES, DEFAULT_MAX_RESULT_BYTES
 
-KindName = Literal["inference", "training", "validation", "export"]
 LaneKind = Literal["cpu", "cuda", "sim"]
 DEFAULT_BATCH_MAX_IMAGES: dict[LaneKind, int] = {"cpu": 8, "cuda": 32, "sim": 1}
-DEFAULT_TIMEOUTS_S: dict[KindName, float] = {
-    "inference": 3600,
-    "training": 0,  # a training run may take days: no limit unless a job sets one
-    "validation": 3600,
-    "export": 0,  # a TensorRT engine build can take long without a progress report
+DEFAULT_TIMEOUTS_S: dict[JobKind, float] = {
+    JobKind.INFERENCE: 3600,
+    JobKind.TRAINING: 0,  # a training run may take days: no limit unless a job sets one
+    JobKind.VALIDATION: 3600,
+    JobKind.EXPORT: 0,  # a TensorRT engine build can take long without a progress report
 }
+"""A kind without an entry here has no limit unless the settings or its job set one."""
 
 
 class LanesAndRuntime(BaseModel):
@@ -88,7 +89,7 @@ class JobLimits(BaseModel):
         le=1000,
         description="Priority a queued job gains per minute waited, so none waits forever; 0: off.",
     )
-    timeout_s: dict[KindName, float] = Field(
+    timeout_s: dict[JobKind, float] = Field(
         default_factory=lambda: dict(DEFAULT_TIMEOUTS_S),
         description="Each kind's time limit in seconds when a job's `params.timeout_s` sets "
         "none; 0: none. A job past it fails `timeout`. A kind left out keeps its default.",

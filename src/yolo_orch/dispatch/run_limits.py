@@ -23,7 +23,7 @@ class RunLimits:
 
     def timeout_for(self, job: Job) -> float:
         given = job.params.get("timeout_s")
-        return float(given) if given is not None else self.timeout_s.get(str(job.kind), 0.0)
+        return float(given) if given is not None else self.timeout_s.get(job.kind, 0.0)
 
     def breach(self, timeout_s: float, ran_s: float, still_s: float) -> JobError | None:
         """Why a run that has run `ran_s` with progress still for `still_s` must stop, if so."""
