@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import module_server
-from yolo_orch.api.results import DetectImage
+from yolo_orch.domain.results import DetectImage
 from yolo_orch.client import ApiError, AsyncClient, Client, ExitCode, Job
 from yolo_orch.client.shapes import (
     Devices,

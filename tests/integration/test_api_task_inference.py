@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import serve, wait_terminal
 from tests.support.problems import assert_problem
-from yolo_orch.api import results
-from yolo_orch.api.results import InferenceResultDetail
+from yolo_orch.domain import results
+from yolo_orch.domain.results import InferenceResultDetail
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.domain import NewModel

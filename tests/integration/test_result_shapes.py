@@ -1,5 +1,5 @@
 """Every kind's full result (GET /v1/jobs/{id}/result) has the shape the OpenAPI document gives
-it (`api/results.py`); the real runners' results are checked against the same models in their
+it (`domain/results.py`); the real runners' results are checked against the same models in their
 own tests (inference per task, validation per task)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.conftest import sim_job, wait_terminal
-from yolo_orch.api.results import (
+from yolo_orch.domain.results import (
     ExportResultDetail,
     InferenceResultDetail,
     JobResultDetail,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.yolo_training import Registry, chunked_parallel
-from yolo_orch.api.results import ValidationResultDetail
+from yolo_orch.domain.results import ValidationResultDetail
 from yolo_orch.errors import InvalidJob, JobCancelled
 from yolo_orch.files.task_data import check_task_dataset, load_task_dataset
 from yolo_orch.registry.weights import ResolvedWeights, inspect_checkpoint, sha256_file

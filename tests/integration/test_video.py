@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from yolo_orch.api.results import InferenceResultDetail
+from yolo_orch.domain.results import InferenceResultDetail
 from yolo_orch.domain import Progress
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.params.inference import BOTSORT_SETTINGS, TrackerSettings

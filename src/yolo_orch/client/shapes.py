@@ -19,7 +19,7 @@ from yolo_orch.api.model_schemas import LineagePublic as Lineage
 from yolo_orch.api.model_schemas import ModelDetail
 from yolo_orch.api.model_schemas import ModelPublic as Model
 from yolo_orch.api.model_schemas import VariantPublic as Variant
-from yolo_orch.api.results import (
+from yolo_orch.domain.results import (
     ExportResultDetail,
     ImageResult,
     InferenceResultDetail,

@@ -77,6 +77,9 @@ class Kind:
     """What its `params` may hold: the request's, the runner's and GET /v1/meta's one model."""
     request: type[JobRequest]
     """The API's request body (POST /v1/jobs, `kind` = `name`)."""
+    result: type[BaseModel]
+    """The detail of its result (GET /v1/jobs/{id}/result): a member of the domain's
+    `JobResultDetail`, which the client reads without this package."""
     checked: Callable[[Submission[Any], SubmissionChecks], Awaitable[JobSpec]]
     """The submission's spec once this host has checked what could only fail later (formats,
     datasets, output names, buildable exports), with what the checks resolved added (`files`,

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from yolo_orch.domain import SIM_MODEL, JobKind
+from yolo_orch.domain.results import ExportResultDetail
 from yolo_orch.domain.specs import ExportSpec
 from yolo_orch.domain.variants import ExportFormat
 from yolo_orch.kinds.base import JobRequest, Kind
@@ -53,5 +54,6 @@ EXPORT = Kind(
     name=JobKind.EXPORT,
     params=ExportParams,
     request=ExportJobCreate,
+    result=ExportResultDetail,
     checked=_checked,
 )

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from yolo_orch.domain import Job, JobKind
+from yolo_orch.domain.results import InferenceResultDetail
 from yolo_orch.domain.specs import InferenceSpec, ResolvedFile
 from yolo_orch.files.videos import is_video
 from yolo_orch.kinds.base import JobRequest, Kind
@@ -72,6 +73,7 @@ INFERENCE = Kind(
     name=JobKind.INFERENCE,
     params=InferenceParams,
     request=InferenceJobCreate,
+    result=InferenceResultDetail,
     checked=_checked,
     batch_key=_batch_key,
     images=_images,

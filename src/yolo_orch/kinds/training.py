@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from yolo_orch.domain import SIM_MODEL, JobKind
+from yolo_orch.domain.results import TrainingResultDetail
 from yolo_orch.domain.specs import TrainingSpec
 from yolo_orch.domain.variants import ExportFormat
 from yolo_orch.kinds.base import JobRequest, Kind
@@ -64,5 +65,6 @@ TRAINING = Kind(
     name=JobKind.TRAINING,
     params=TrainingParams,
     request=TrainingJobCreate,
+    result=TrainingResultDetail,
     checked=_checked,
 )

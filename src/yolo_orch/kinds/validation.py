@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from yolo_orch.domain import SIM_MODEL, JobKind
+from yolo_orch.domain.results import ValidationResultDetail
 from yolo_orch.domain.specs import ValidationSpec
 from yolo_orch.kinds.base import JobRequest, Kind
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
@@ -54,5 +55,6 @@ VALIDATION = Kind(
     name=JobKind.VALIDATION,
     params=ValidationParams,
     request=ValidationJobCreate,
+    result=ValidationResultDetail,
     checked=_checked,
 )
