@@ -42,9 +42,13 @@ def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float 
         time.sleep(interval)
 
 
-def wait_terminal(client: httpx.Client, job_id: str, timeout: float) -> dict[str, Any]:
+def wait_terminal(
+    client: httpx.Client, job_id: str, timeout: float, interval: float = 0.05
+) -> dict[str, Any]:
     """The job once it has ended: long polls (`Prefer: wait`), so a long wait costs the server a
-    request a minute rather than a poll loop competing with the job for the CPU."""
+    request a minute rather than a poll loop competing with the job for the CPU. An answer that
+    comes before the job ends (a stopping server answers every wait) is followed by the next
+    request `interval` seconds later."""
     deadline = time.monotonic() + timeout
     longest = min(60.0, (client.timeout.read or 60.0) - 2)  # answered before the client gives up
     while True:
@@ -56,6 +60,7 @@ def wait_terminal(client: httpx.Client, job_id: str, timeout: float) -> dict[str
             return job
         if time.monotonic() > deadline:
             raise TimeoutError(f"job {job_id} still {job['state']} after {timeout}s")
+        time.sleep(interval)
 
 
 def wait_all_terminal(client: httpx.Client, timeout: float, interval: float = 0.2) -> None:
