@@ -14,6 +14,18 @@ from yolo_orch.app import create_app
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.testing import TERMINAL_STATES
 
+TIERS = frozenset({"unit", "integration", "acceptance", "proof"})
+"""The folders under tests/ that are tiers: each test is marked with its folder's name, so that
+`pytest -m unit` runs the unit tier (docs/testing.md says what each costs)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        folder = item.path.relative_to(root).parts[0]
+        if folder in TIERS:
+            item.add_marker(folder)
+
 
 @pytest.fixture
 def settings_factory(tmp_path: Path) -> Callable[..., Settings]:
