@@ -18,7 +18,8 @@ from PIL import Image, ImageChops
 from playwright.sync_api import Browser, BrowserContext, Page, Route, sync_playwright
 
 from tests.support.browser import LOOPBACK, NETWORK_CUT, NETWORK_SCHEMES, find_chromium
-from yolo_orch.testing import TERMINAL_STATES, Server
+from yolo_orch import testing
+from yolo_orch.testing import Server
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -119,10 +120,7 @@ def submit(api: httpx.Client, **job: Any) -> str:
 
 
 def wait_terminal(api: httpx.Client, job_id: str) -> dict[str, Any]:
-    response = api.get(f"/v1/jobs/{job_id}", headers={"Prefer": "wait=20"})
-    job: dict[str, Any] = response.json()
-    assert job["state"] in TERMINAL_STATES, job
-    return job
+    return testing.wait_terminal(api, job_id, timeout=20)
 
 
 def answering(body: dict[str, Any]) -> Callable[[Route], None]:
