@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from bench._server import percentile, running_server
-from yolo_orch.testing import read_rss_kib
+from yolo_orch.testing import TERMINAL_STATES, read_rss_kib
 
 LONG_JOB = {"kind": "inference", "model": "sim", "inputs": ["long.jpg"], "params": {}}
 SHORT_JOB = {"kind": "inference", "model": "sim", "inputs": ["short.jpg"], "params": {}}
@@ -147,10 +147,7 @@ async def _flood(url: str, pid: int, report: FloodReport, flood_s: float) -> Non
         for job_id in ids:
             while True:
                 job = (await client.get(f"/v1/jobs/{job_id}", headers={"Prefer": "wait=30"})).json()
-                if (
-                    job["state"] in {"succeeded", "failed", "cancelled"}
-                    or time.monotonic() > deadline
-                ):
+                if job["state"] in TERMINAL_STATES or time.monotonic() > deadline:
                     report.jobs[job["state"]] += 1
                     break
 

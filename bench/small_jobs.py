@@ -37,7 +37,7 @@ import httpx
 
 from bench._litserve import LITSERVE_BATCH_LOG
 from bench._yolo import MODEL, Workspace, real_server, workspace
-from yolo_orch.testing import free_port
+from yolo_orch.testing import TERMINAL_STATES, free_port
 
 
 @dataclass
@@ -136,7 +136,7 @@ def yolo_orch(
             files={"images": ("shot.jpg", image, "image/jpeg")},
         )
         job = response.json()
-        while job["state"] not in ("succeeded", "failed", "cancelled"):  # a 202: not in time
+        while job["state"] not in TERMINAL_STATES:  # a 202: not in time
             job = (await client.get(f"/v1/jobs/{job['id']}", headers={"Prefer": "wait=60"})).json()
         if job["state"] != "succeeded":
             raise RuntimeError(f"job {job['id']} {job['state']}: {job.get('error')}")
