@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import module_server
-from yolo_orch.domain.results import DetectImage
 from yolo_orch.client import ApiError, AsyncClient, Client, ExitCode, Job
 from yolo_orch.client.shapes import (
     Devices,
@@ -22,6 +21,7 @@ from yolo_orch.client.shapes import (
     TrainingResultDetail,
     ValidationResultDetail,
 )
+from yolo_orch.domain.results import DetectImage
 from yolo_orch.testing import Server
 
 

@@ -12,11 +12,10 @@ import pytest
 
 from tests.conftest import serve, wait_terminal
 from tests.support.problems import assert_problem
-from yolo_orch.domain import results
-from yolo_orch.domain.results import InferenceResultDetail
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
-from yolo_orch.domain import NewModel
+from yolo_orch.domain import NewModel, results
+from yolo_orch.domain.results import InferenceResultDetail
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.testing.yolo import (
     TASK_CONFIGS,

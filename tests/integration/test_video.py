@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from yolo_orch.domain.results import InferenceResultDetail
 from yolo_orch.domain import Progress
+from yolo_orch.domain.results import InferenceResultDetail
 from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.params.inference import BOTSORT_SETTINGS, TrackerSettings
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file

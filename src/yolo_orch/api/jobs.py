@@ -20,12 +20,12 @@ from yolo_orch.api.file_responses import RANGE_RESPONSES, RangedFileResponse
 from yolo_orch.api.model_files import job_variant_files
 from yolo_orch.api.prefer import PREFERENCE_APPLIED, RequestedWait, mark_applied
 from yolo_orch.api.problems import problem_responses
-from yolo_orch.domain.results import JobResultDetail
 from yolo_orch.api.schemas import (
     JobList,
     JobPublic,
 )
 from yolo_orch.domain import Job, JobFilter, JobKind, JobState
+from yolo_orch.domain.results import JobResultDetail
 from yolo_orch.errors import InvalidCursor
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])

@@ -19,6 +19,11 @@ from yolo_orch.api.model_schemas import LineagePublic as Lineage
 from yolo_orch.api.model_schemas import ModelDetail
 from yolo_orch.api.model_schemas import ModelPublic as Model
 from yolo_orch.api.model_schemas import VariantPublic as Variant
+from yolo_orch.api.schemas import ErrorPublic as JobError
+from yolo_orch.api.schemas import JobList
+from yolo_orch.api.schemas import JobPublic as Job
+from yolo_orch.api.schemas import ProgressPublic as Progress
+from yolo_orch.domain import JobKind, JobState
 from yolo_orch.domain.results import (
     ExportResultDetail,
     ImageResult,
@@ -27,11 +32,6 @@ from yolo_orch.domain.results import (
     TrainingResultDetail,
     ValidationResultDetail,
 )
-from yolo_orch.api.schemas import ErrorPublic as JobError
-from yolo_orch.api.schemas import JobList
-from yolo_orch.api.schemas import JobPublic as Job
-from yolo_orch.api.schemas import ProgressPublic as Progress
-from yolo_orch.domain import JobKind, JobState
 
 __all__ = [
     "Artifact",

@@ -4,8 +4,9 @@ the job service (submission checks), the dispatcher (batching) and the Ray execu
 A new kind is a module here (its `Kind`: request body, submission checks, batching) and a line in
 `KINDS`; its `JobKind` member and spec class in the domain (the store reads rows with them); its
 params model in `yolo_orch.params` (the runners, below this package, read it too); its runner in
-each runtime (`runners/yolo.py`, `runners/simulated.py`); its result's shape in `domain/results.py`
-(named by its `Kind` and joined to `JobResultDetail`); and its tests. The service, the store and the dispatcher need no edit."""
+each runtime (`runners/yolo.py`, `runners/simulated.py`); its result's shape in
+`domain/results.py` (named by its `Kind` and joined to `JobResultDetail`); and its tests. The
+service, the store and the dispatcher need no edit."""
 
 from __future__ import annotations
 
