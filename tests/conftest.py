@@ -14,6 +14,8 @@ from yolo_orch.app import create_app
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.testing import TERMINAL_STATES
 
+pytest_plugins = ["tests.support.stream_sources"]  # live-camera fixtures, shared by every tier
+
 TIERS = frozenset({"unit", "integration", "acceptance", "proof"})
 """The folders under tests/ that are tiers: each test is marked with its folder's name, so that
 `pytest -m unit` runs the unit tier (docs/testing.md says what each costs)."""
