@@ -15,6 +15,8 @@ from tests.support.stream_sources import require_rtsp
 from yolo_orch.testing.streams import MjpegServer, RtspServer, StreamSourceFailed
 
 TIMEOUTS_MS = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, 5000, cv2.CAP_PROP_READ_TIMEOUT_MSEC, 5000]
+SHORT_TIMEOUTS_MS = [cv2.CAP_PROP_OPEN_TIMEOUT_MSEC, 1000, cv2.CAP_PROP_READ_TIMEOUT_MSEC, 1000]
+"""For the captures that are meant to time out."""
 MOST_BUFFERED_FRAMES = 200
 """More frames than FFmpeg can hold decoded or in its socket buffers once a source is gone."""
 
@@ -89,6 +91,19 @@ def test_rtsp_reads_fail_after_kill_and_a_new_capture_reads_after_restart(
     assert_moving_640x480(read_frames(open_capture(rtsp_server.url()), 20))
 
 
+def test_rtsp_reads_fail_on_a_paused_server_within_the_read_timeout(
+    rtsp_server: RtspServer,
+) -> None:
+    capture = cv2.VideoCapture(rtsp_server.url(), cv2.CAP_FFMPEG, SHORT_TIMEOUTS_MS)
+    try:
+        read_frames(capture, 5)
+        rtsp_server.pause()  # connections open, nothing sent: only the read timeout can tell
+        reads_until_failure(capture)
+    finally:
+        capture.release()
+        rtsp_server.resume()
+
+
 def test_rtsp_mounts_serve_independently(open_capture: OpenCapture) -> None:
     require_rtsp()
     with RtspServer(mounts=2) as server:
@@ -132,6 +147,20 @@ def test_mjpeg_reads_fail_after_stop_and_a_new_capture_reads_after_start(
 
     mjpeg_server.start()
     assert_moving_640x480(read_frames(open_capture(mjpeg_server.url), 20))
+
+
+def test_mjpeg_reads_fail_while_paused_and_resume_after(
+    mjpeg_server: MjpegServer, open_capture: OpenCapture
+) -> None:
+    capture = cv2.VideoCapture(mjpeg_server.url, cv2.CAP_FFMPEG, SHORT_TIMEOUTS_MS)
+    try:
+        read_frames(capture, 5)
+        mjpeg_server.pause()
+        reads_until_failure(capture)
+    finally:
+        capture.release()
+    mjpeg_server.resume()
+    read_frames(open_capture(mjpeg_server.url), 5)
 
 
 def write_mjpeg_avi(path: Path, frames: int) -> Path:

@@ -7,7 +7,8 @@
   and OpenCV (needs only the `yolo` extra).
 
 Both can be stopped or killed and started again on the same port, so a test can watch a client
-lose its camera and get it back.
+lose its camera and get it back; and paused, connections held open but silent, as a frozen camera
+or a cut network looks to a client (which then only learns of it from its own read timeout).
 """
 
 from __future__ import annotations
@@ -152,6 +153,18 @@ class RtspServer:
         """SIGKILL: the camera vanishes mid-stream, without an RTSP TEARDOWN."""
         self._end(signal.SIGKILL)
 
+    def pause(self) -> None:
+        """Freezes the server (SIGSTOP): its connections stay open, nothing is sent."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: signal.Signals) -> None:
+        if self.process is None:
+            raise RuntimeError("not started")
+        self.process.send_signal(signum)
+
     def restart(self) -> None:
         """Stops the server if it runs, then starts it again on the same port and mounts."""
         self.stop()
@@ -162,6 +175,7 @@ class RtspServer:
         if process is not None:
             if process.poll() is None:
                 process.send_signal(signum)
+                process.send_signal(signal.SIGCONT)  # a paused server acts on SIGTERM only then
             try:
                 process.wait(STOP_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -198,7 +212,8 @@ class MjpegServer:
     across a plain background, `fps` frames a second, the same frame to every client at a time.
 
     `stop()` closes the open connections too (a client sees its stream end), and `start()` serves
-    again on the same port.
+    again on the same port. `pause()` keeps the connections open but sends nothing until
+    `resume()`.
     """
 
     PATH = "/stream.mjpg"
@@ -212,6 +227,7 @@ class MjpegServer:
         self.fps = fps
         self.port = port or free_port()
         self._frames: list[bytes] = []
+        self.paused = threading.Event()
         self._httpd: _MjpegHttpServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -240,6 +256,12 @@ class MjpegServer:
         httpd.server_close()  # joins the handler threads (daemon_threads is False)
         if self._thread is not None:
             self._thread.join()
+
+    def pause(self) -> None:
+        self.paused.set()
+
+    def resume(self) -> None:
+        self.paused.clear()
 
     def frame(self, at: float) -> bytes:
         """The JPEG shown at `at` (seconds on the monotonic clock)."""
@@ -328,13 +350,14 @@ class _MjpegHandler(http.server.BaseHTTPRequestHandler):
         period = 1.0 / source.fps
         next_at = time.monotonic()
         while not self.server.stopping.is_set():
-            jpeg = source.frame(next_at)
-            self.wfile.write(
-                f"--{MjpegServer.BOUNDARY}\r\nContent-Type: image/jpeg\r\n"
-                f"Content-Length: {len(jpeg)}\r\n\r\n".encode()
-                + jpeg
-                + b"\r\n"
-            )
+            if not source.paused.is_set():
+                jpeg = source.frame(next_at)
+                self.wfile.write(
+                    f"--{MjpegServer.BOUNDARY}\r\nContent-Type: image/jpeg\r\n"
+                    f"Content-Length: {len(jpeg)}\r\n\r\n".encode()
+                    + jpeg
+                    + b"\r\n"
+                )
             next_at += period
             self.server.stopping.wait(max(0.0, next_at - time.monotonic()))
 
