@@ -34,6 +34,7 @@ from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.executor import Executor, ThreadExecutor
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.dispatch.run_limits import RunLimits
+from yolo_orch.domain.streams import AllowedHosts
 from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.files.images import limit_decoders
 from yolo_orch.files.inputs import InputLimits
@@ -41,6 +42,7 @@ from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.jobs.notifications import JobEvents, PublishingJobStore
 from yolo_orch.jobs.service import JobService
 from yolo_orch.ops.diskguard import DiskGuard, FreeSpace, statvfs_free
+from yolo_orch.ops.frame_feed import FrameFeed
 from yolo_orch.ops.lock import InstanceLock
 from yolo_orch.ops.logs import install_job_logs, remove_job_logs
 from yolo_orch.ops.retention import Retention, RetentionRules
@@ -49,6 +51,7 @@ from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.weights import CheckpointInfo
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
+from yolo_orch.runners.stream import StreamOutputs
 from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.store import migrate
 from yolo_orch.store.base import JobStore, ModelStore
@@ -176,8 +179,18 @@ async def _start(
     )
     limit_decoders(settings.max_image_pixels)
 
+    batching = BatchPolicy(
+        {str(kind): images for kind, images in settings.batch_max_images.items()},
+        settings.batch_window_ms / 1000,
+    )
+    streams = StreamOutputs(
+        FrameFeed(asyncio.get_running_loop()),
+        settings.stream_segment_s,
+        settings.stream_segments_kept,
+        max_batch=batching.capacity,
+    )
     if runtime is None:
-        runtime = await anyio.to_thread.run_sync(build_runtime, settings, models)
+        runtime = await anyio.to_thread.run_sync(build_runtime, settings, models, streams)
     files = JobFiles(settings.jobs_dir, settings.max_result_bytes, settings.inline_result_bytes)
     stack.callback(files.starts.close)
     cluster = None
@@ -188,8 +201,14 @@ async def _start(
         cluster = await connect(settings, models, stack, files.starts)
         lanes, executor = cluster.lanes, cluster.executor
     else:
-        lanes = Lanes(settings.lanes or runtime.lanes(), settings.slots_per_lane)
-        executor = ThreadExecutor(runtime, lanes.total_slots, files.starts)
+        lane_ids = settings.lanes or runtime.lanes()
+        lanes = Lanes(lane_ids, settings.slots_per_lane, stream_shares=settings.stream_shares)
+        executor = ThreadExecutor(
+            runtime,
+            lanes.total_slots,
+            files.starts,
+            stream_capacity=sum(lane.stream_slots for lane in lanes),
+        )
     if telemetry is None and settings.gpu_telemetry:
         telemetry = GpuTelemetry()
     if telemetry is not None:
@@ -201,10 +220,7 @@ async def _start(
         executor,
         files,
         on_run_end=metrics.job_finished,
-        batching=BatchPolicy(
-            {str(kind): images for kind, images in settings.batch_max_images.items()},
-            settings.batch_window_ms / 1000,
-        ),
+        batching=batching,
         on_batch=metrics.batch_ran,
         limits=RunLimits(
             timeout_s={str(kind): s for kind, s in settings.timeout_s.items()},
@@ -238,6 +254,8 @@ async def _start(
         events=events,
         no_exports=cluster is not None,
         on_cluster=cluster is not None,
+        stream_hosts=AllowedHosts(tuple(settings.stream_allowed_hosts)),
+        stream_fps=max((lane.stream_fps for lane in lanes if lane.stream_slots), default=0.0),
     )
     await dispatcher.recover()
     if cluster is not None:
@@ -298,6 +316,7 @@ async def _start(
         lanes=lanes,
         dispatcher=dispatcher,
         events=events,
+        frames=streams.feed,
         metrics=metrics,
         telemetry=telemetry,
         jobs=service,
@@ -364,10 +383,12 @@ async def watch_gpu_health(
         await asyncio.sleep(interval_s)
 
 
-def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
+def build_runtime(
+    settings: Settings, models: ModelRegistry, streams: StreamOutputs | None = None
+) -> Runtime:
     """Blocking: the real runtime imports torch and ultralytics."""
     if settings.runtime == "simulated":
-        return SimulatedRuntime(settings.sim_lanes)
+        return SimulatedRuntime(settings.sim_lanes, streams)
     from yolo_orch.runners.yolo import RegistryAccess, UltralyticsRuntime
 
     return UltralyticsRuntime(
@@ -379,6 +400,7 @@ def build_runtime(settings: Settings, models: ModelRegistry) -> Runtime:
         max_image_pixels=settings.max_image_pixels,
         # On a cluster the nodes decode: the uploads travel to them as bytes.
         decode_ahead_bytes=0 if settings.executor == "ray" else settings.decode_ahead_mb << 20,
+        streams=streams,
     )
 
 

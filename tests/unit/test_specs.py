@@ -33,6 +33,13 @@ STORED: dict[JobKind, dict[str, Any]] = {
         "params": {"imgsz": 320},
     },
     JobKind.EXPORT: {"params": {"format": "onnx", "imgsz": 640, "half": False}},
+    JobKind.STREAM: {
+        "sources": [
+            {"url": "rtsp://admin:secret@cam1.lan/live", "name": "rtsp://***@cam1.lan/live"},
+            {"url": "/data/clips/lobby.mp4", "name": "clips/lobby.mp4"},
+        ],
+        "params": {"max_fps": 5.0, "imgsz": 640},
+    },
 }
 
 

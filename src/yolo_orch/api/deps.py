@@ -19,6 +19,7 @@ from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.jobs.notifications import JobEvents
 from yolo_orch.jobs.service import JobService
 from yolo_orch.ops.diskguard import DiskGuard
+from yolo_orch.ops.frame_feed import FrameFeed
 from yolo_orch.ops.retention import Retention
 from yolo_orch.ops.telemetry import GpuTelemetry
 from yolo_orch.registry.models import ModelRegistry
@@ -47,6 +48,8 @@ class Services:
     retention: Retention
     disk: DiskGuard
     telemetry_history: TelemetryHistory
+    frames: FrameFeed
+    """The live frames of running streams (their `frame` events)."""
     cluster: ClusterView | None = None
     """With `executor = "ray"`: the cluster's nodes and whether its head answers."""
 

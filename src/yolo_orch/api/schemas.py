@@ -46,6 +46,9 @@ class JobPublic(BaseModel):
     inputs: list[str] | None = None
     dataset: str | None = None
     split: str | None = Field(default=None, description="Validation: the split scored.")
+    sources: list[str] | None = Field(
+        default=None, description="Stream: its sources, credentials shown as ***."
+    )
     params: dict[str, Any]
     priority: int
     gpus: int

@@ -31,6 +31,7 @@ from yolo_orch.config.serving import (
     Telemetry,
     Token,
 )
+from yolo_orch.config.streams import LiveStreams
 from yolo_orch.config.work import (
     DEFAULT_BATCH_MAX_IMAGES,
     DEFAULT_TIMEOUTS_S,
@@ -58,6 +59,7 @@ class Settings(
     RequestsAndConnections,
     Security,
     ResultsRetentionDisk,
+    LiveStreams,
     Telemetry,
     RayCluster,
     BaseSettings,

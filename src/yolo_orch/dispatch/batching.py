@@ -45,6 +45,17 @@ def image_count(job: Job) -> int:
     return KINDS[job.kind].images(job)
 
 
+def is_stream(job: Job) -> bool:
+    """A live stream: it holds a stream share of a lane, not a turn (`Kind.stream_fps`)."""
+    return KINDS[job.kind].stream_fps is not None
+
+
+def stream_fps(job: Job) -> float:
+    """The frames per second a stream asks of its lane."""
+    fps_of = KINDS[job.kind].stream_fps
+    return 0.0 if fps_of is None else fps_of(job)
+
+
 def companions(
     head: Job,
     queue: Sequence[Job],

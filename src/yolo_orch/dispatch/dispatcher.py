@@ -11,7 +11,13 @@ from collections.abc import Sequence
 import anyio
 import anyio.to_thread
 
-from yolo_orch.dispatch.batching import BatchPolicy, companions, image_count
+from yolo_orch.dispatch.batching import (
+    BatchPolicy,
+    companions,
+    image_count,
+    is_stream,
+    stream_fps,
+)
 from yolo_orch.dispatch.claims import Claims
 from yolo_orch.dispatch.executor import Executor
 from yolo_orch.dispatch.lanes import Lane, Lanes
@@ -27,6 +33,7 @@ from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.shown_paths import ShownPaths
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.ops.logs import current_job, for_job
+from yolo_orch.params.stream import shared_pass_key
 from yolo_orch.runners.base import BatchOutcome, RunContext
 from yolo_orch.runners.failures import failure_of
 from yolo_orch.store.base import JobStore
@@ -174,7 +181,12 @@ class Dispatcher:
                     runs.setdefault(run.task, []).append(run)
         if not runs:
             return
-        _, pending = await asyncio.wait(runs, timeout=grace_s)
+        # Streams never end by themselves: they are left at once, to resume at the next start.
+        streams = {task for task, task_runs in runs.items() if any(r.stream for r in task_runs)}
+        others = runs.keys() - streams
+        pending = set(streams)
+        if others:
+            pending |= (await asyncio.wait(others, timeout=grace_s))[1]
         abandoned = [run.job_id for task in pending for run in runs[task]]
         for task in pending:
             for run in runs[task]:  # cooperative runners stop soon; the outcome is not recorded
@@ -193,7 +205,7 @@ class Dispatcher:
             started
             and not self._stopping
             and not self._watchdog.wedged_runs
-            and self._lanes.free_slots
+            and (self._lanes.free_slots or self._lanes.stream_room)
         ):
             started = False
             window = 2 * self._lanes.total_slots + len(self._lanes) + self._batching.lookahead
@@ -207,7 +219,14 @@ class Dispatcher:
                     continue  # joined a batch of this pass
                 if self._stopping or self._suspects & self._runs.keys():
                     return
+                if self._start_stream(job):
+                    started = True
+                    continue
+                if is_stream(job):
+                    continue  # no lane has room for it: it takes none from the jobs behind it
                 if len(reserved) == len(self._lanes) or self._lanes.free_slots == 0:
+                    if self._lanes.stream_room:
+                        continue  # streams behind it may still start
                     return
                 if job.id in self._suspects and self._runs:
                     return  # it waits for the lanes to empty, and nothing behind it starts
@@ -219,6 +238,16 @@ class Dispatcher:
                 joined = self._companions(job, batch, queue[position + 1 :], order)
                 self._start(batch, [job, *joined])
                 started = True
+
+    def _start_stream(self, job: Job) -> bool:
+        """Start a stream on a share of a lane, if one has room: it takes no turn."""
+        if not is_stream(job):
+            return False
+        lane = self._lanes.try_admit_stream(job.id, stream_fps(job), shared_pass_key(job))
+        if lane is None:
+            return False
+        self._start(Batch(job.id, (lane,)), [job])
+        return True
 
     def _order(self) -> QueueOrder:
         return QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
@@ -251,7 +280,7 @@ class Dispatcher:
     def _register(self, batch: Batch, jobs: list[Job], task: asyncio.Task[None] | None) -> None:
         """Before the claim, so that a cancel racing it finds the run."""
         for job in jobs:
-            run = Run(job.id, task=task)
+            run = Run(job.id, task=task, stream=is_stream(job))
             self._runs[job.id] = run
             batch.runs.append(run)
         self._head.started({job.id for job in jobs})
@@ -330,7 +359,11 @@ class Dispatcher:
                 await self._fill(batch)
             current_job.set(batch.jobs[0].id)  # this task's context, inherited by the worker thread
             lane = batch.lanes[0].id
-            if self._on_batch is not None and self._batching.capacity(lane) > 1:
+            if (
+                self._on_batch is not None
+                and self._batching.capacity(lane) > 1
+                and not is_stream(batch.jobs[0])
+            ):
                 self._on_batch(lane, len(batch.jobs), loop.time() - batch.formed)
             ctxs = [
                 self._context(job, run) for job, run in zip(batch.jobs, batch.runs, strict=True)

@@ -15,6 +15,7 @@ from typing import Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
+from yolo_orch.dispatch.batching import is_stream
 from yolo_orch.domain import Job, JobResult
 from yolo_orch.files.start_journal import StartJournal
 from yolo_orch.ops.telemetry import NodeReading
@@ -55,9 +56,19 @@ class ThreadExecutor:
     """Runs each job in a worker thread, at most `capacity` at once (the total lane slots).
     With `starts`, each run is noted there before it starts, and may start unclaimed."""
 
-    def __init__(self, runtime: Runtime, capacity: int, starts: StartJournal | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        capacity: int,
+        starts: StartJournal | None = None,
+        *,
+        stream_capacity: int = 0,
+    ) -> None:
+        """`stream_capacity`: the streams the lanes take at once; each holds a thread of its
+        own for its whole run, apart from the `capacity` threads of the lanes' turns."""
         self._runtime = runtime
         self._limiter = anyio.CapacityLimiter(capacity)
+        self._stream_limiter = anyio.CapacityLimiter(max(1, stream_capacity))
         self._starts = starts
         self.starts_unclaimed = starts is not None
 
@@ -68,7 +79,7 @@ class ThreadExecutor:
             runner.run,
             [ctx],
             ctx,
-            limiter=self._limiter,
+            limiter=self._stream_limiter if is_stream(ctx.job) else self._limiter,
             abandon_on_cancel=True,
         )
 

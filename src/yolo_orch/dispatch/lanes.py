@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 
@@ -28,6 +28,12 @@ class Lane:
     wedged: bool = False
     """A run's thread here ignored a stop (threads cannot be killed): no new job starts here
     until the server restarts."""
+    stream_slots: int = 0
+    """Streams it runs at once beside its turns (`streams_per_lane`)."""
+    stream_fps: float = 0.0
+    """The frames per second its streams may ask for together (`stream_fps_per_lane`)."""
+    streams: dict[str, StreamShare] = field(default_factory=dict)
+    """The streams holding a share of it, by job id."""
     semaphore: asyncio.Semaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -57,16 +63,49 @@ class Lane:
     def takes_work(self) -> bool:
         return self.healthy and not self.wedged
 
+    @property
+    def streams_fps(self) -> float:
+        return sum(share.fps for share in self.streams.values())
+
+    def takes_stream(self, fps: float) -> bool:
+        return (
+            self.takes_work
+            and len(self.streams) < self.stream_slots
+            and self.streams_fps + fps <= self.stream_fps
+        )
+
+
+@dataclass(frozen=True)
+class StreamShare:
+    fps: float
+    key: Hashable
+    """What streams sharing the lane's forward passes have in common (model and params)."""
+
+
+StreamShares = Callable[[str], tuple[int, float]]
+"""A lane's stream slots and frames per second, by its id."""
+
+
+def no_streams(lane_id: str) -> tuple[int, float]:
+    return 0, 0.0
+
 
 class Lanes:
     def __init__(
-        self, lane_ids: Sequence[str], slots_per_lane: int, *, dynamic: bool = False
+        self,
+        lane_ids: Sequence[str],
+        slots_per_lane: int,
+        *,
+        dynamic: bool = False,
+        stream_shares: StreamShares = no_streams,
     ) -> None:
         """`dynamic`: the lanes of a cluster, which `add` and `remove` change as nodes come
-        and go (and which may be none for a while)."""
+        and go (and which may be none for a while). `stream_shares`: the streams each lane
+        takes beside its turns."""
         if not lane_ids and not dynamic:
             raise ValueError("a host needs at least one lane")
         self._slots = slots_per_lane
+        self._stream_shares = stream_shares
         self._lanes: list[Lane] = []
         self._next_index = 0
         self._admissions = itertools.count(1)
@@ -80,7 +119,10 @@ class Lanes:
         known = set(self.ids)
         for lane_id in lane_ids:
             if lane_id not in known:
-                self._lanes.append(Lane(id=lane_id, index=self._next_index, slots=self._slots))
+                streams, fps = self._stream_shares(lane_id)
+                lane = Lane(lane_id, self._next_index, self._slots, stream_slots=streams)
+                lane.stream_fps = fps
+                self._lanes.append(lane)
                 self._next_index += 1
 
     def remove(self, lane_ids: Collection[str]) -> None:
@@ -117,6 +159,27 @@ class Lanes:
     @property
     def free_slots(self) -> int:
         return sum(lane.slots - lane.busy for lane in self._lanes if lane.takes_work)
+
+    @property
+    def stream_room(self) -> bool:
+        """Whether some lane could take one more stream."""
+        return any(lane.takes_work and len(lane.streams) < lane.stream_slots for lane in self)
+
+    def try_admit_stream(self, job_id: str, fps: float, key: Hashable) -> Lane | None:
+        """A share of the lane that has room for `fps` more frames per second, preferring one
+        whose streams have `key` (their frames then share forward passes), then the one with
+        the fewest streams. No turn is taken: batch jobs keep running beside streams."""
+        fitting = [lane for lane in self._lanes if lane.takes_stream(fps)]
+        if not fitting:
+            return None
+
+        def rank(lane: Lane) -> tuple[int, int, int]:
+            alike = sum(share.key == key for share in lane.streams.values())
+            return (-alike, len(lane.streams), lane.index)
+
+        lane = min(fitting, key=rank)
+        lane.streams[job_id] = StreamShare(fps, key)
+        return lane
 
     async def try_admit(
         self, job_id: str, count: int, reserved: Collection[str] = ()
@@ -159,8 +222,10 @@ class Lanes:
             lane.batched.discard(job_id)
 
     def release(self, job_id: str, lanes: Iterable[Lane]) -> None:
+        """Give back the job's turns, or its stream share."""
         self._admitted.pop(job_id, None)
         for lane in lanes:
+            lane.streams.pop(job_id, None)
             if job_id in lane.jobs:
                 lane.jobs.discard(job_id)
                 lane.semaphore.release()

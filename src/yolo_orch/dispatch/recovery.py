@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import anyio.to_thread
 
+from yolo_orch.dispatch.batching import is_stream
 from yolo_orch.dispatch.executor import Executor
 from yolo_orch.dispatch.lanes import Lane, Lanes
 from yolo_orch.domain import Job, JobState
@@ -44,7 +45,10 @@ async def settle_left_running(
     on_lanes = [job for job in running if job.devices and set(job.devices) <= by_id.keys()]
     # Asked even with none: an executor on a cluster lets go of what an earlier server left.
     survivors = await executor.surviving(on_lanes)
-    changed = await store.recover(utcnow(), frozenset(drained), frozenset(survivors))
+    # A stream never ends by itself: whatever stopped the server, resuming it is no new attempt.
+    streams = {job.id for job in running if is_stream(job)}
+    resumed = frozenset(drained) | streams
+    changed = await store.recover(utcnow(), resumed, frozenset(survivors))
     for job in changed:
         log.warning("recovered job %s after a stop: now %s", job.id, job.state)
     surviving = []
@@ -52,7 +56,7 @@ async def settle_left_running(
         if job.id in survivors:
             log.warning("job %s still runs on %s: following it", job.id, job.devices)
             surviving.append((job, tuple(by_id[lane_id] for lane_id in job.devices)))
-    suspects = {job.id for job in changed if job.state is JobState.QUEUED and job.id not in drained}
+    suspects = {job.id for job in changed if job.state is JobState.QUEUED and job.id not in resumed}
     return LeftRunning(changed, surviving, suspects)
 
 

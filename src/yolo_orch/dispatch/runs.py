@@ -41,6 +41,8 @@ class Run:
     stopped_by: JobError | None = None
     """Why the watchdog told the run to stop: its outcome is this failure, whatever it returns."""
     stopped_at: float = 0.0
+    stream: bool = False
+    """A live stream's run: it never ends by itself, so a drain leaves it at once."""
 
 
 @dataclass

@@ -17,6 +17,7 @@ from yolo_orch.domain.specs import (
     InferenceSpec,
     JobSpec,
     SpecBase,
+    StreamSpec,
     TrainingSpec,
     ValidationSpec,
 )
@@ -33,15 +34,15 @@ class JobKind(enum.StrEnum):
     TRAINING = "training"
     VALIDATION = "validation"
     EXPORT = "export"
+    STREAM = "stream"
 
 
-SPEC_TYPES: Mapping[
-    JobKind, type[InferenceSpec] | type[TrainingSpec] | type[ValidationSpec] | type[ExportSpec]
-] = {
+SPEC_TYPES: Mapping[JobKind, type[JobSpec]] = {
     JobKind.INFERENCE: InferenceSpec,
     JobKind.TRAINING: TrainingSpec,
     JobKind.VALIDATION: ValidationSpec,
     JobKind.EXPORT: ExportSpec,
+    JobKind.STREAM: StreamSpec,
 }
 """The spec of each kind (`domain.specs`): a stored row's JSON object is read with it."""
 

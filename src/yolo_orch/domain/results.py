@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from yolo_orch.domain.stream_results import StreamResultDetail
+
 
 class _Shape(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -407,8 +409,13 @@ class ExportResultDetail(_Shape):
 
 class JobResultDetail(
     RootModel[
-        InferenceResultDetail | ValidationResultDetail | TrainingResultDetail | ExportResultDetail
+        InferenceResultDetail
+        | ValidationResultDetail
+        | TrainingResultDetail
+        | ExportResultDetail
+        | StreamResultDetail
     ]
 ):
     """By the job's kind: inference, per image, the model task's result; validation, the task's
-    metrics; training, the produced model and its epochs; export, the variant made."""
+    metrics; training, the produced model and its epochs; export, the variant made; stream,
+    its counters and counts."""

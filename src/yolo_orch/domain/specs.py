@@ -83,4 +83,24 @@ class ExportSpec(DatasetSpec):
     """`dataset`: int8 only, the calibration images."""
 
 
-JobSpec = InferenceSpec | TrainingSpec | ValidationSpec | ExportSpec
+class StreamSource(BaseModel):
+    """One live source of a stream job."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    url: str
+    """What the runner opens: the URL as given, credentials and all, or a local video's
+    absolute path (resolved at submission). Never shown, returned or logged."""
+    name: str
+    """What clients, logs and the dashboard see: the URL with its credentials redacted
+    (`domain.streams.redacted`), or the video as the client named it."""
+
+
+class StreamSpec(SpecBase):
+    sources: list[StreamSource] = Field(default_factory=list)
+
+    def shown(self) -> dict[str, Any]:
+        return {"sources": [source.name for source in self.sources]}
+
+
+JobSpec = InferenceSpec | TrainingSpec | ValidationSpec | ExportSpec | StreamSpec

@@ -340,6 +340,12 @@ class RunLost(YoloOrchError):
     code = ErrorCode.NODE_LOST
 
 
+class SourceLost(YoloOrchError):
+    """A stream's source could not be read again within its `reconnect_give_up_s`."""
+
+    code = ErrorCode.SOURCE_LOST
+
+
 class InvalidJobInput(YoloOrchError):
     """Raised by a runner when the job's own input is unusable (not a server fault)."""
 

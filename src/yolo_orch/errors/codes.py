@@ -190,6 +190,14 @@ class ErrorCode(enum.StrEnum):
         "export_unsupported",
         "This export cannot be made of this model, or on this server.",
     )
+    SOURCE_NOT_ALLOWED = (
+        "source_not_allowed",
+        "A stream source whose scheme or host `stream_allowed_hosts` does not allow.",
+    )
+    STREAM_UNSUPPORTED = (
+        "stream_unsupported",
+        "Streams run on this host's lanes: not on a server whose jobs run on Ray.",
+    )
     EXPORT_DEPENDENCY_MISSING = (
         "export_dependency_missing",
         "A package the export or variant needs is not installed on this host.",
@@ -215,6 +223,10 @@ class ErrorCode(enum.StrEnum):
         "A sticky CUDA error poisoned the process's CUDA context: the server restarts.",
     )
     RUNTIME_ERROR = "runtime_error", "The runner raised an error of its own."
+    SOURCE_LOST = (
+        "source_lost",
+        "A stream's source could not be read again within its `reconnect_give_up_s`.",
+    )
     INTERRUPTED = "interrupted", "The server stopped during each of the job's attempts."
     TIMEOUT = (
         "timeout",

@@ -24,6 +24,7 @@ from yolo_orch.domain import (
     NewJob,
     Page,
 )
+from yolo_orch.domain.streams import NO_HOSTS, AllowedHosts
 from yolo_orch.errors import (
     ArtifactNotFound,
     FramesNotFound,
@@ -80,6 +81,8 @@ class JobService:
         events: JobEvents,
         no_exports: bool = False,
         on_cluster: bool = False,
+        stream_hosts: AllowedHosts = NO_HOSTS,
+        stream_fps: float = 0.0,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from
@@ -88,7 +91,8 @@ class JobService:
         waits for its own threads while other requests go on. `settle_logs` blocks until the
         lines logged so far are in the job log files. `no_exports`: the lanes build no exports
         (Ray nodes, which never write the registry). `on_cluster`: the lanes are a Ray
-        cluster's, `max_gpus` its largest node's (else this host's)."""
+        cluster's, `max_gpus` its largest node's (else this host's). `stream_hosts` and
+        `stream_fps`: what stream jobs may open and ask of a lane (`SubmissionChecks`)."""
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -111,6 +115,8 @@ class JobService:
             file_limiter,
             walk_limiter,
             no_exports=no_exports,
+            stream_hosts=stream_hosts,
+            stream_fps=stream_fps,
         )
         self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
             OrderedDict()

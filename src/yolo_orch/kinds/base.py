@@ -93,3 +93,7 @@ class Kind:
     kinds get an actor of their own."""
     ships_inputs: bool = False
     """Ray: the server sends the job's input files (and the variant that runs them) with it."""
+    stream_fps: Callable[[Job], float] | None = None
+    """A live stream's: the frames per second it asks of its lane. Such a job holds a stream
+    share of a lane, not a turn (`Lanes.try_admit_stream`), runs until it ends or is cancelled,
+    and a restart of the server is not one of its attempts. None: a job that takes a turn."""

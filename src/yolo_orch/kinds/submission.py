@@ -15,6 +15,7 @@ import anyio.to_thread
 
 from yolo_orch.domain import SIM_MODEL, JsonObject, Model
 from yolo_orch.domain.specs import JobSpec, ResolvedFile
+from yolo_orch.domain.streams import NO_HOSTS, AllowedHosts
 from yolo_orch.domain.variants import ExportFormat, available_formats, export_refusal
 from yolo_orch.errors import ErrorCode, InvalidJob, ModelNameTaken, ModelNotFound
 from yolo_orch.files.class_names import ClassNameLimits
@@ -48,7 +49,9 @@ class Submission(Generic[_Spec]):
 class SubmissionChecks:
     """`file_limiter` bounds the threads doing request-time file work; `walk_limiter` those
     expanding globs, the one kind a client can make costly (see `JobService`). `no_exports`: the
-    lanes build no exports (Ray nodes, which never write the registry)."""
+    lanes build no exports (Ray nodes, which never write the registry). `stream_hosts`: the
+    network hosts streams may open; `stream_fps`: the most frames per second any lane's streams
+    may take together (0: no lane takes streams)."""
 
     models: ModelRegistry
     lane_ids: tuple[str, ...]
@@ -59,6 +62,8 @@ class SubmissionChecks:
     file_limiter: anyio.CapacityLimiter
     walk_limiter: anyio.CapacityLimiter
     no_exports: bool = False
+    stream_hosts: AllowedHosts = NO_HOSTS
+    stream_fps: float = 0.0
 
     async def format_available(self, model: Model, params: JsonObject) -> None:
         """An inference job that names a format the model has no usable variant of, for the

@@ -114,7 +114,10 @@ BOTSORT_SETTINGS = tuple(
 )
 
 
-class InferenceParams(SimulatedParams):
+class ForwardPassParams(SimulatedParams):
+    """The params of one forward pass (`FORWARD_PASS_PARAMS`, plus `max_det`), which inference
+    and stream jobs share."""
+
     imgsz: int = Field(default=640, ge=IMGSZ_MIN, le=IMGSZ_MAX, description="Inference image size.")
     conf: float = Field(
         default=0.25,
@@ -148,6 +151,15 @@ class InferenceParams(SimulatedParams):
         description="FP16 on CUDA lanes; on the cpu lane, a half OpenVINO variant (run in the "
         "CPU's 16-bit type), else ignored.",
     )
+    format: InferenceFormat = Field(
+        default="auto",
+        description='"auto": the fastest variant of the model the lane can run for this imgsz '
+        'and half (TensorRT on CUDA, OpenVINO then ONNX on the CPU), else the .pt; "pt": the .pt; '
+        "or one exported format, refused at submission when the model has no variant of it.",
+    )
+
+
+class InferenceParams(ForwardPassParams):
     save_annotated: bool = Field(
         default=False,
         description="Keep annotated images as artifacts (videos: one mp4, MPEG-4 Part 2 `mp4v`).",
@@ -181,12 +193,6 @@ class InferenceParams(SimulatedParams):
         description="With `track`: the tracker's own settings, checked against its yaml.",
         json_schema_extra=_tasks(*BOX_TASKS),
     )
-    format: InferenceFormat = Field(
-        default="auto",
-        description='"auto": the fastest variant of the model the lane can run for this imgsz '
-        'and half (TensorRT on CUDA, OpenVINO then ONNX on the CPU), else the .pt; "pt": the .pt; '
-        "or one exported format, refused at submission when the model has no variant of it.",
-    )
     mask_format: Literal["polygon", "rle", "none"] | None = Field(
         default=None,
         description='Segment: each detection\'s mask as "polygon" rings of [x, y] (the default), '
@@ -211,14 +217,20 @@ class InferenceParams(SimulatedParams):
     def _check_video_params(self) -> InferenceParams:
         if self.end_s is not None and self.end_s <= self.start_s:
             raise ValueError("params.end_s must be after params.start_s")
-        if self.tracker is not None:
-            if self.track is None:
-                raise ValueError("params.tracker needs params.track")
-            given = self.tracker.overrides()
-            foreign = [name for name in BOTSORT_SETTINGS if name in given]
-            if self.track != "botsort" and foreign:
-                raise ValueError(f"{', '.join(foreign)}: BoT-SORT settings, not {self.track}'s")
+        check_tracker(self.track, self.tracker)
         return self
+
+
+def check_tracker(track: TrackerType | None, tracker: TrackerSettings | None) -> None:
+    """`tracker` needs `track`, and BoT-SORT's own settings need BoT-SORT."""
+    if tracker is None:
+        return
+    if track is None:
+        raise ValueError("params.tracker needs params.track")
+    given = tracker.overrides()
+    foreign = [name for name in BOTSORT_SETTINGS if name in given]
+    if track != "botsort" and foreign:
+        raise ValueError(f"{', '.join(foreign)}: BoT-SORT settings, not {track}'s")
 
 
 def applicable_tasks(name: str) -> tuple[str, ...]:

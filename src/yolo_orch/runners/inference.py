@@ -34,7 +34,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing
+from contextlib import closing, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,7 +45,7 @@ from yolo_orch.errors import InvalidJobInput, JobCancelled
 from yolo_orch.files import images
 from yolo_orch.files.jobfiles import INPUTS_DIR
 from yolo_orch.ops.logs import for_job
-from yolo_orch.params.inference import InferenceParams, check_task
+from yolo_orch.params.inference import ForwardPassParams, InferenceParams, check_task
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.weights import ResolvedWeights
 from yolo_orch.runners import variant_runs
@@ -164,20 +164,7 @@ class YoloInferenceRunner:
         if len(head.devices) != 1:
             raise InvalidJobInput(f"an inference job runs on one device, not {head.devices!r}")
         device = head.devices[0]
-        model_ref = head.job.model_id or head.job.model
-        weights = self._resolve_weights(model_ref)
-        chosen = self._variant_for(model_ref, device, params)
-        variant_runs.note(None if chosen is None else chosen.variant.id)  # a failure names it
-        torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
-        if chosen is None:
-            key, load = weights.sha256, partial(load_model, device, weights, params)
-            ran: JsonObject = {"format": "pt", "variant_id": None}
-        else:
-            if weights.task is None:
-                raise RuntimeError(f"the task of model {model_ref!r} is unknown")
-            key = chosen.variant.sha256
-            load = partial(load_exported, device, chosen, weights.task, params)
-            ran = {"format": str(chosen.variant.format), "variant_id": chosen.variant.id}
+        chosen, key, load, ran = self._loader(device, head.job.model_id or head.job.model, params)
         for ctx in ctxs:
             log.info(
                 "job %s runs %s on %s (params.format %s, %d job(s) in its batch)",
@@ -223,6 +210,35 @@ class YoloInferenceRunner:
                 torch.cuda.empty_cache()
             raise RuntimeError(f"CUDA out of memory: {e}") from e
 
+    def _loader(
+        self, device: str, model_ref: str, params: ForwardPassParams
+    ) -> tuple[ResolvedVariant | None, str, Callable[[], YOLO], JsonObject]:
+        """What runs `model_ref` on `device` for `params` (the variant, or None for the .pt),
+        its cache key, how to load it, and what the result says ran; the worker thread's
+        torch threads set for the lane."""
+        import torch
+
+        weights = self._resolve_weights(model_ref)
+        chosen = self._variant_for(model_ref, device, params)
+        variant_runs.note(None if chosen is None else chosen.variant.id)  # a failure names it
+        torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
+        if chosen is None:
+            load = partial(load_model, device, weights, params)
+            return None, weights.sha256, load, {"format": "pt", "variant_id": None}
+        if weights.task is None:
+            raise RuntimeError(f"the task of model {model_ref!r} is unknown")
+        load = partial(load_exported, device, chosen, weights.task, params)
+        ran = {"format": str(chosen.variant.format), "variant_id": chosen.variant.id}
+        return chosen, chosen.variant.sha256, load, ran
+
+    @contextmanager
+    def checkout(self, device: str, model_ref: str, params: ForwardPassParams) -> Iterator[YOLO]:
+        """The model (or variant) a job of `model_ref` with `params` runs on `device`, from the
+        lane's cache, for the caller alone until it is done with it (a stream's hub)."""
+        _, key, load, _ = self._loader(device, model_ref, params)
+        with self._cache.checkout(device, key, load) as model:
+            yield model
+
     def _run_media(
         self,
         ctx: RunContext,
@@ -264,7 +280,7 @@ class YoloInferenceRunner:
         return JobResult(summary={**result.summary, **ran}, detail=result.detail)
 
     def _variant_for(
-        self, model_ref: str, device: str, params: InferenceParams
+        self, model_ref: str, device: str, params: ForwardPassParams
     ) -> ResolvedVariant | None:
         """The variant the job runs, or None for the `.pt` (`variants.variant_for`)."""
         if params.format == "pt":

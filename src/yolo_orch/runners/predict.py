@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from yolo_orch.domain.variants import ExportFormat
-from yolo_orch.params.inference import InferenceParams
+from yolo_orch.params.inference import ForwardPassParams
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.weights import InvalidWeights, ModelTampered, ResolvedWeights, sha256_file
 from yolo_orch.runners.formats import compile_openvino_for_lane, load_variant
@@ -33,7 +33,7 @@ __all__ = ["load_exported", "load_model", "predict_args", "predict_batch"]
 log = logging.getLogger(__name__)
 
 
-def load_model(device: str, weights: ResolvedWeights, params: InferenceParams) -> YOLO:
+def load_model(device: str, weights: ResolvedWeights, params: ForwardPassParams) -> YOLO:
     """A model instance of `weights`, checked against its fingerprint and warmed up on `device`
     (the first predict sets up the predictor)."""
     import ultralytics.utils
@@ -59,7 +59,7 @@ def load_model(device: str, weights: ResolvedWeights, params: InferenceParams) -
 
 
 def load_exported(
-    device: str, resolved: ResolvedVariant, task: str, params: InferenceParams
+    device: str, resolved: ResolvedVariant, task: str, params: ForwardPassParams
 ) -> YOLO:
     """A model instance of an exported variant, every file checked against its manifest
     (`VariantTampered` otherwise), warmed up on `device`."""
@@ -87,7 +87,7 @@ def _warm_up(
     model: YOLO,
     name: str,
     device: str,
-    params: InferenceParams,
+    params: ForwardPassParams,
     started: float,
     tune: Callable[[YOLO], None] | None = None,
 ) -> None:
@@ -111,13 +111,13 @@ def _warm_up(
 
 
 def _predict_one(
-    model: YOLO, image: NDArray[np.uint8], device: str, params: InferenceParams
+    model: YOLO, image: NDArray[np.uint8], device: str, params: ForwardPassParams
 ) -> None:
     with closing(_stream(model, image, device, params)) as results:
         next(results)
 
 
-def predict_args(device: str, params: InferenceParams) -> dict[str, Any]:
+def predict_args(device: str, params: ForwardPassParams) -> dict[str, Any]:
     """ultralytics' predict arguments for a job's params (those a task does not use are ignored
     by its predictor; submission refused any set to other than their defaults)."""
     half = params.half and device.startswith("cuda")
@@ -135,7 +135,7 @@ def predict_args(device: str, params: InferenceParams) -> dict[str, Any]:
 
 
 def predict_batch(
-    model: YOLO, group: list[Decoded], device: str, params: InferenceParams
+    model: YOLO, group: list[Decoded], device: str, params: ForwardPassParams
 ) -> Generator[tuple[Decoded, Results], None, None]:
     """Predict decoded images of one shape in one batch: one streaming predict, one forward pass
     (ultralytics batches a list source whole). Yields each input with its result, in order; the
@@ -158,7 +158,7 @@ def _stream(
     model: YOLO,
     source: NDArray[np.uint8] | list[NDArray[np.uint8]],
     device: str,
-    params: InferenceParams,
+    params: ForwardPassParams,
 ) -> Generator[Any, None, None]:
     results = model.predict(source=source, stream=True, **predict_args(device, params))
     if not isinstance(results, Generator):

@@ -9,7 +9,8 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,11 @@ from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
 from yolo_orch.domain.specs import InferenceSpec, ValidationSpec
 from yolo_orch.errors import JobCancelled
 from yolo_orch.files.jobfiles import METRICS_FILE, open_to_append, write_atomic
+from yolo_orch.params.stream import StreamParams
 from yolo_orch.runners.base import BatchOutcome, BatchRecord, RunContext, Runner
+from yolo_orch.runners.stream import StreamOutputs, StreamRunner
+from yolo_orch.runners.stream_hub import StreamModel
+from yolo_orch.runners.stream_sim import SimStreamModel
 
 CRASH_EXIT_CODE = 70
 RUN_LOG = "sim-runs.log"
@@ -32,15 +37,17 @@ _CLASS_NAMES = ("person", "bicycle", "car", "dog")
 class SimulatedRuntime:
     name = "simulated"
 
-    def __init__(self, lane_count: int) -> None:
+    def __init__(self, lane_count: int, streams: StreamOutputs | None = None) -> None:
+        """`streams`: what stream jobs publish to (the server's; a runtime of its own else)."""
         self._lanes = [f"sim:{i}" for i in range(lane_count)]
         self._runner = SimulatedRunner()
+        self.streams = StreamRunner(_sim_stream_model, streams or StreamOutputs())
 
     def lanes(self) -> list[str]:
         return list(self._lanes)
 
     def runner(self, kind: JobKind) -> Runner:
-        return self._runner
+        return self.streams if kind is JobKind.STREAM else self._runner
 
     def provides(self, model: str, kind: JobKind) -> bool:
         return model == SIM_MODEL
@@ -64,6 +71,11 @@ class SimulatedRuntime:
     def batches(self) -> list[BatchRecord]:
         """The forward passes shared by more than one job (see `SimulatedRunner.batches`)."""
         return self._runner.batches
+
+
+@contextmanager
+def _sim_stream_model(device: str, ctx: RunContext, params: StreamParams) -> Iterator[StreamModel]:
+    yield SimStreamModel()
 
 
 class SimulatedRunner:

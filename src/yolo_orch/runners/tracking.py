@@ -56,8 +56,16 @@ class FrameTracker:
     """One video's tracker, and what it has seen of each track."""
 
     def __init__(
-        self, kind: TrackerType, settings: TrackerSettings | None, task: str, device: str
+        self,
+        kind: TrackerType,
+        settings: TrackerSettings | None,
+        task: str,
+        device: str,
+        *,
+        spans: bool = True,
     ) -> None:
+        """`spans`: keep what each track was seen as, for `summary` (a video's); a live
+        stream, whose tracks never stop coming, keeps none."""
         from ultralytics.trackers.track import TRACKER_MAP
         from ultralytics.utils import IterableSimpleNamespace
 
@@ -66,6 +74,7 @@ class FrameTracker:
         self._tracker: Any = TRACKER_MAP[config.tracker_type](args=config)
         self._obb = task == "obb"
         self._spans: dict[int, _Span] = {}
+        self._keeps_spans = spans
 
     def update(self, result: Results, frame: int) -> Results:
         """The frame's result with its detections replaced by the tracked ones."""
@@ -81,7 +90,8 @@ class FrameTracker:
         tracked: Results = result[tracks[:, -1].astype(int)]
         data = torch.as_tensor(tracks[:, :-1], device=source.data.device)
         tracked.update(**{"obb" if self._obb else "boxes": data})
-        self._note(tracks, frame)
+        if self._keeps_spans:
+            self._note(tracks, frame)
         return tracked
 
     def _note(self, tracks: Any, frame: int) -> None:

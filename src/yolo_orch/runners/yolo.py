@@ -25,6 +25,8 @@ from yolo_orch.runners.export import ExportedFiles, ExportsAfterTraining, YoloEx
 from yolo_orch.runners.failures import failure_of
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.sources import shipped_architecture
+from yolo_orch.runners.stream import StreamOutputs, StreamRunner
+from yolo_orch.runners.stream_models import yolo_stream_models
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.runners.validation import YoloValidationRunner
 from yolo_orch.runners.yolo_env import configure_ultralytics
@@ -77,10 +79,12 @@ class UltralyticsRuntime:
         cpu_threads: int | None,
         max_image_pixels: int,
         decode_ahead_bytes: int = 0,
+        streams: StreamOutputs | None = None,
     ) -> None:
         """`decode_ahead_bytes`: memory for uploads decoded while their jobs wait
         (`decode_ahead`); 0 where this runtime's runners never see the uploads' files (a Ray
-        node, or a server whose jobs run on one)."""
+        node, or a server whose jobs run on one). `streams`: what stream jobs publish to
+        (the server's; a runtime of its own else)."""
         configure_ultralytics(config_dir)  # before anything imports ultralytics
         self._models = models
         self._ahead = DecodeAhead(
@@ -106,7 +110,9 @@ class UltralyticsRuntime:
         self.export = YoloExportRunner(
             models.resolve, models.register_variant, data_roots=data_roots
         )
+        self.streams = StreamRunner(yolo_stream_models(self.inference), streams or StreamOutputs())
         self._runners: dict[JobKind, Runner] = {
+            JobKind.STREAM: self.streams,
             JobKind.INFERENCE: self.inference,
             JobKind.TRAINING: ExportsAfterTraining(self.training, self.export),
             JobKind.VALIDATION: self.validation,

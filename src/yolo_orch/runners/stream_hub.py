@@ -1,0 +1,191 @@
+"""Shared forward passes for the streams of one lane: one hub per lane, model and forward-pass
+params, with one thread that puts the newest frame of every source of every stream attached to
+it through one batched forward pass (up to the lane's `batch_max_images`; frames of one shape
+share a pass), then hands each stream its frames' results.
+
+The hub holds its model for as long as a stream is attached. A pass that fails fails every
+stream attached (a model that cannot run is every stream's problem); what one stream makes of
+its results (tracking, counting, writing) fails only that stream."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol
+
+from yolo_orch.domain import JsonObject
+from yolo_orch.params.stream import StreamParams
+from yolo_orch.runners.base import BatchRecord
+from yolo_orch.runners.stream_capture import Frame
+
+if TYPE_CHECKING:
+    from yolo_orch.runners.stream_capture import Pixels
+
+log = logging.getLogger(__name__)
+
+
+class Follower(Protocol):
+    """What one source's results become: its detections (tracked across its frames with
+    `track`), and a frame drawn with them."""
+
+    def detections(self, result: object, frame: Frame) -> list[JsonObject]: ...
+
+    def annotated(self, result: object, frame: Frame) -> Pixels:
+        """The frame with its detections drawn (for the snapshot)."""
+        ...
+
+
+class StreamModel(Protocol):
+    """A model loaded on a lane for streams."""
+
+    def predict(self, frames: Sequence[Pixels]) -> list[object]:
+        """One forward pass over frames of one shape: a result each, in order."""
+        ...
+
+    def follower(self, params: StreamParams) -> Follower:
+        """A new source's: its own tracker."""
+        ...
+
+
+LoadModel = Callable[[], AbstractContextManager[StreamModel]]
+
+
+class Attendee(Protocol):
+    """A stream, as its hub sees it."""
+
+    job_id: str
+
+    def take(self) -> list[Frame]:
+        """The newest frame of each of its sources not taken yet."""
+        ...
+
+    def processed(self, frame: Frame, result: object, model: StreamModel) -> None: ...
+
+    def failed(self, error: Exception) -> None:
+        """The hub's model could not be loaded or run: the stream ends with `error`."""
+        ...
+
+
+class StreamHub:
+    def __init__(
+        self, device: str, load: LoadModel, max_batch: int, on_pass: Callable[[BatchRecord], None]
+    ) -> None:
+        self.device = device
+        self._load = load
+        self._max_batch = max(1, max_batch)
+        self._on_pass = on_pass
+        self._attendees: list[Attendee] = []
+        self._changed = threading.Condition()
+        self._frames_waiting = False
+        self._stopped = False
+        self.passes = 0
+        self.frames = 0
+        self._thread = threading.Thread(target=self._run, name=f"stream hub {device}", daemon=True)
+        self._thread.start()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def attach(self, attendee: Attendee) -> None:
+        with self._changed:
+            self._attendees.append(attendee)
+
+    def detach(self, attendee: Attendee) -> bool:
+        """Whether it was the last: the hub then stops and lets its model go."""
+        with self._changed:
+            if attendee in self._attendees:
+                self._attendees.remove(attendee)
+            if not self._attendees:
+                self._stopped = True
+            self._changed.notify()
+            return self._stopped
+
+    def frame_ready(self) -> None:
+        """A source took a frame (called from its capture thread)."""
+        with self._changed:
+            self._frames_waiting = True
+            self._changed.notify()
+
+    def _next_frames(self) -> list[tuple[Attendee, Frame]] | None:
+        """The frames waiting, oldest first; None once the hub stops."""
+        with self._changed:
+            while not self._frames_waiting and not self._stopped:
+                self._changed.wait()
+            if self._stopped:
+                return None
+            self._frames_waiting = False
+            attendees = list(self._attendees)
+        frames = [(attendee, frame) for attendee in attendees for frame in attendee.take()]
+        return sorted(frames, key=lambda pair: pair[1].captured)
+
+    def _run(self) -> None:
+        try:
+            with self._load() as model:
+                while (frames := self._next_frames()) is not None:
+                    for start in range(0, len(frames), self._max_batch):
+                        for group in _same_shape(frames[start : start + self._max_batch]):
+                            self._pass(model, group)
+        except Exception as error:
+            log.exception("the stream model on %s failed", self.device)
+            with self._changed:
+                attendees, self._stopped = list(self._attendees), True
+            for attendee in attendees:
+                attendee.failed(error)
+
+    def _pass(self, model: StreamModel, group: list[tuple[Attendee, Frame]]) -> None:
+        results = model.predict([frame.pixels for _, frame in group])
+        self.passes += 1
+        self.frames += len(group)
+        job_ids = tuple(dict.fromkeys(attendee.job_id for attendee, _ in group))
+        self._on_pass(BatchRecord(job_ids, len(group)))
+        for (attendee, frame), result in zip(group, results, strict=True):
+            try:
+                attendee.processed(frame, result, model)
+            except Exception as error:  # its own: the other streams go on
+                attendee.failed(error)
+
+
+def _same_shape(frames: list[tuple[Attendee, Frame]]) -> list[list[tuple[Attendee, Frame]]]:
+    groups: dict[tuple[int, ...], list[tuple[Attendee, Frame]]] = {}
+    for pair in frames:
+        groups.setdefault(tuple(pair[1].pixels.shape), []).append(pair)
+    return list(groups.values())
+
+
+class StreamHubs:
+    """The hubs of a runtime, by lane and what their streams share (`stream_key`); the
+    forward passes that held frames of more than one stream (the last 1000)."""
+
+    def __init__(self, max_batch: Callable[[str], int]) -> None:
+        self._max_batch = max_batch
+        self._lock = threading.Lock()
+        self._hubs: dict[tuple[str, Hashable], StreamHub] = {}
+        self._batches: deque[BatchRecord] = deque(maxlen=1000)
+
+    def join(self, device: str, key: Hashable, attendee: Attendee, load: LoadModel) -> StreamHub:
+        with self._lock:
+            hub = self._hubs.get((device, key))
+            if hub is None or hub.stopped:  # a hub whose model failed takes no one new
+                hub = StreamHub(device, load, self._max_batch(device), self._noted)
+                self._hubs[(device, key)] = hub
+            hub.attach(attendee)
+            return hub
+
+    def leave(self, hub: StreamHub, attendee: Attendee) -> None:
+        with self._lock:
+            if hub.detach(attendee):
+                self._hubs = {key: known for key, known in self._hubs.items() if known is not hub}
+
+    def _noted(self, record: BatchRecord) -> None:
+        if len(record.job_ids) > 1:
+            with self._lock:
+                self._batches.append(record)
+
+    @property
+    def batches(self) -> list[BatchRecord]:
+        with self._lock:
+            return list(self._batches)
