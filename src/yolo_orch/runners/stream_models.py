@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from yolo_orch.runners.stream_capture import Frame, Pixels
     from yolo_orch.runners.stream_hub import Follower, StreamModel
 
+
 def yolo_stream_models(runner: YoloInferenceRunner) -> LoadStreamModel:
     """Stream models from the inference runner's lane caches (`YoloInferenceRunner.checkout`)."""
 
