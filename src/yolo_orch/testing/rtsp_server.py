@@ -4,13 +4,17 @@ Run by the SYSTEM Python (`/usr/bin/python3`, whose `gi` has the GstRtspServer t
 project's venv has no `gi`), so this file must not import yolo_orch: it ships inside the package
 only so that `yolo_orch.testing.streams` can find it by path.
 
-    /usr/bin/python3 rtsp_server.py --port 8554 [--mounts 2] [--file clip.mp4]
+    /usr/bin/python3 rtsp_server.py --port 8554 [--mounts 2] [--file clip.avi]
 
 Serves rtsp://127.0.0.1:PORT/cam0 ... /cam{K-1}: H.264 (x264, low latency, a keyframe every
 second so that a reconnecting client decodes within about a second) of either a moving test
-pattern or an mp4 decoded and looped. Each mount is shared: every client of a mount gets the same
-encoder's output, as from a real camera. Prints `READY <port>` once listening; exits on
+pattern or a video file decoded and looped. Each mount is shared: every client of a mount gets
+the same encoder's output, as from a real camera. Prints `READY <port>` once listening; exits on
 SIGTERM/SIGINT.
+
+The file must be one that the installed plugins decode: MJPEG in AVI (OpenCV's `MJPG` writer)
+needs only the good plugins; OpenCV's mp4 (`mp4v`) needs gstreamer1.0-libav, and H.264 the bad
+plugins (openh264dec) or libav. A file that cannot be decoded fails start-up, before READY.
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ def raw_caps(width: int, height: int, fps: int) -> str:
 
 
 class LoopedFile:
-    """Decodes an mp4 in real time, seeking back to its start at the end, and pushes each frame
-    into the media pipelines of the mount's current clients.
+    """Decodes a video file in real time, seeking back to its start at the end, and pushes each
+    frame into the media pipelines of the mount's current clients.
 
     The decoder runs from start-up, whether or not anyone watches (a live camera does not wait
     for viewers); the shared media's `appsrc` stamps frames as they arrive, so the seek back to
@@ -143,7 +147,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--fps", type=int, default=15)
-    parser.add_argument("--file", help="an mp4 to loop instead of the test pattern")
+    parser.add_argument("--file", help="a video file to loop instead of the test pattern")
     return parser.parse_args()
 
 
