@@ -22,7 +22,7 @@ from yolo_orch.params.stream import StreamParams
 from yolo_orch.runners.base import BatchOutcome, BatchRecord, RunContext, Runner
 from yolo_orch.runners.stream import StreamOutputs, StreamRunner
 from yolo_orch.runners.stream_hub import StreamModel
-from yolo_orch.runners.stream_sim import SimStreamModel
+from yolo_orch.runners.stream_sim import SIM_PASS_S, SimStreamModel
 
 CRASH_EXIT_CODE = 70
 RUN_LOG = "sim-runs.log"
@@ -75,7 +75,7 @@ class SimulatedRuntime:
 
 @contextmanager
 def _sim_stream_model(device: str, ctx: RunContext, params: StreamParams) -> Iterator[StreamModel]:
-    yield SimStreamModel()
+    yield SimStreamModel(params.sim_seconds if params.sim_seconds is not None else SIM_PASS_S)
 
 
 class SimulatedRunner:

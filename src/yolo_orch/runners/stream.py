@@ -28,7 +28,13 @@ from yolo_orch.ops.frame_feed import FrameFeed
 from yolo_orch.ops.logs import for_job
 from yolo_orch.params.stream import StreamParams, shared_pass_key
 from yolo_orch.runners.base import RunContext
-from yolo_orch.runners.stream_capture import Capture, Frame, VideoSource, open_video
+from yolo_orch.runners.stream_capture import (
+    READ_TIMEOUT_MS,
+    Capture,
+    Frame,
+    VideoSource,
+    open_video,
+)
 from yolo_orch.runners.stream_counts import Counts, Line, Seen, Zone
 from yolo_orch.runners.stream_hub import Follower, StreamHubs, StreamModel
 from yolo_orch.runners.stream_stats import SourceStats, latency_percentiles
@@ -110,7 +116,9 @@ class StreamRunner:
             self.hubs.leave(hub, session)
             for capture in captures:
                 capture.stop()
-            segments.close()
+            for capture in captures:  # each releases its source: none is left mid-read
+                capture.join(READ_TIMEOUT_MS / 1000 + 1)
+            session.close()
             self._outputs.feed.forget(ctx.job.id)
         return JobResult(summary=session.summary(), detail=session.detail(segments.names))
 
@@ -158,6 +166,10 @@ class _Session:
         self._next_event = 0.0
         self._next_snapshot = 0.0
         self.frames = 0
+        self.shared_frames = 0
+        """Frames that went through a forward pass with other streams' frames."""
+        self._writing = threading.Lock()
+        self._closed = False
         self.changed = threading.Event()
         self.error: Exception | None = None
 
@@ -167,7 +179,18 @@ class _Session:
     def take(self) -> list[Frame]:
         return [frame for capture in self.captures if (frame := capture.take()) is not None]
 
-    def processed(self, frame: Frame, result: object, model: StreamModel) -> None:
+    def close(self) -> None:
+        """No frame is written after this (the hub may be in a pass that holds one)."""
+        with self._writing:
+            self._closed = True
+            self._segments.close()
+
+    def processed(self, frame: Frame, result: object, model: StreamModel, shared: bool) -> None:
+        with self._writing:
+            if not self._closed:
+                self._process(frame, result, model, shared)
+
+    def _process(self, frame: Frame, result: object, model: StreamModel, shared: bool) -> None:
         follower = self._followers.get(frame.source)
         if follower is None:
             follower = self._followers[frame.source] = model.follower(self._params)
@@ -192,6 +215,7 @@ class _Session:
         )
         self._stats.setdefault(frame.source, SourceStats()).processed(now, latency_ms)
         self.frames += 1
+        self.shared_frames += shared
         if now >= self._next_event:
             self._next_event = now + self._event_every
             self._feed.publish(self.job_id, entry)
@@ -247,6 +271,7 @@ class _Session:
             "fps_in": round(sum(s["fps_in"] for s in sources), 2),
             "fps_out": round(sum(s["fps_out"] for s in sources), 2),
             "latency_ms": latency_percentiles([ms for part in latencies for ms in part]),
+            "shared_frames": self.shared_frames,
             "sources": sources,
             "counts": self._counts_shown(),
         }

@@ -62,7 +62,9 @@ class Attendee(Protocol):
         """The newest frame of each of its sources not taken yet."""
         ...
 
-    def processed(self, frame: Frame, result: object, model: StreamModel) -> None: ...
+    def processed(self, frame: Frame, result: object, model: StreamModel, shared: bool) -> None:
+        """`shared`: the pass also held other streams' frames."""
+        ...
 
     def failed(self, error: Exception) -> None:
         """The hub's model could not be loaded or run: the stream ends with `error`."""
@@ -142,9 +144,10 @@ class StreamHub:
         self.frames += len(group)
         job_ids = tuple(dict.fromkeys(attendee.job_id for attendee, _ in group))
         self._on_pass(BatchRecord(job_ids, len(group)))
+        shared = len(job_ids) > 1
         for (attendee, frame), result in zip(group, results, strict=True):
             try:
-                attendee.processed(frame, result, model)
+                attendee.processed(frame, result, model, shared)
             except Exception as error:  # its own: the other streams go on
                 attendee.failed(error)
 

@@ -17,10 +17,17 @@ if TYPE_CHECKING:
 
 SIM_LAP_S = 4.0
 """Seconds the simulated person takes to cross the frame."""
+SIM_PASS_S = 0.02
+"""What a pass takes unless `params.sim_seconds` says (as a small model's on a GPU would):
+frames that come meanwhile wait for the next pass, which they then share."""
 
 
 class SimStreamModel:
+    def __init__(self, pass_s: float = SIM_PASS_S) -> None:
+        self._pass_s = pass_s
+
     def predict(self, frames: Sequence[Pixels]) -> list[object]:
+        time.sleep(self._pass_s)
         lap, into = divmod(time.time(), SIM_LAP_S)
         return [{"lap": int(lap), "x": into / SIM_LAP_S} for _ in frames]
 
