@@ -95,7 +95,8 @@ def test_a_stream_resumes_by_itself_after_the_server_is_killed(
         assert resumed["state"] == "running"
         assert resumed["attempt"] == 1
         page = client.get(f"/v1/jobs/{job_id}/result", params={"since": seq}).json()
-        assert page["frames"] and page["frames"][0]["seq"] == seq + 1  # numbered on
+        assert page["frames"]
+        assert page["frames"][0]["seq"] == seq + 1
 
 
 def test_streams_of_one_model_share_forward_passes_and_cancel_frees_the_share(

@@ -25,7 +25,7 @@ class ScriptedSource:
         self._interval_s = interval_s
         self._opens = opens
 
-    def isOpened(self) -> bool:  # noqa: N802 - OpenCV's name
+    def isOpened(self) -> bool:
         return self._opens
 
     def grab(self) -> bool:
@@ -70,7 +70,8 @@ def test_frames_the_lane_does_not_reach_are_dropped_not_queued() -> None:
     source.start()
     wait_for(lambda: source.frames_read >= 50, 10, "50 frames read")
     taken = source.take()
-    assert taken is not None and taken.number >= 50  # the newest, not the first
+    assert taken is not None
+    assert taken.number >= 50
     assert source.take() is None  # nothing else was kept
     assert source.frames_dropped >= 45
     source.stop()
@@ -131,7 +132,8 @@ def test_a_local_video_loops_at_its_own_rate(tmp_path: Path) -> None:
     )
     source.start()
     wait_for(lambda: source.frames_read > 25, 10, "past the end of the video, twice")
-    assert source.health is StreamHealth.LIVE and source.reconnects == 0
+    assert source.health is StreamHealth.LIVE
+    assert source.reconnects == 0
     source.stop()
     source.join(5)
     assert ready.is_set()

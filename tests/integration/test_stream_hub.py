@@ -78,7 +78,7 @@ def test_the_streams_of_a_hub_share_its_passes_and_it_lets_the_model_go_at_the_e
     assert hubs.join("sim:0", "key", second, loader(Model(), threading.Event())) is hub
     for _ in range(5):
         hub.frame_ready()
-        wait_for(lambda: not hub._frames_waiting, 5, "the pass")  # noqa: SLF001
+        wait_for(lambda: not hub._frames_waiting, 5, "the pass")
     wait_for(lambda: len(first.results) == len(second.results) == 5, 5, "every frame")
     assert first.shared == second.shared == 5
     assert [record.job_ids for record in hubs.batches] == [("a", "b")] * 5
@@ -95,9 +95,10 @@ def test_a_failing_model_fails_every_stream_and_a_stream_fails_alone() -> None:
     hubs.join("sim:0", "k", fine, loader(Model(), threading.Event()))
     for _ in range(3):
         hub.frame_ready()
-        wait_for(lambda: not hub._frames_waiting, 5, "the pass")  # noqa: SLF001
+        wait_for(lambda: not hub._frames_waiting, 5, "the pass")
     wait_for(lambda: len(fine.results) == 3, 5, "the other stream's frames")
-    assert isinstance(alone.error, ValueError) and fine.error is None
+    assert isinstance(alone.error, ValueError)
+    assert fine.error is None
 
     broken = [Stream("c", frames=1), Stream("d", frames=1)]
     other = hubs.join("sim:0", "broken", broken[0], loader(Model(fail=True), threading.Event()))
