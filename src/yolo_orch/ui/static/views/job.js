@@ -1,11 +1,13 @@
 // One job: parameters, timeline, error, live log tail, and what its kind produced
-// (training curves, validation scores, inference pictures, the exported variant), artifacts.
+// (training curves, validation scores, inference pictures, the exported variant, a stream's
+// snapshot and counts), artifacts.
 import { download, follow, getJson, request } from '../api.js';
 import { lineChart } from '../charts.js';
 import { definitionList, empty, fmtBytes, fmtDuration, fmtTime, h, progressBar, section, shortId, stateBadge } from '../dom.js';
 import { isTerminal } from '../meta.js';
 import { jobActions } from './actions.js';
 import { inferenceResults } from './results.js';
+import { streamCard } from './streams.js';
 
 export function renderJob(main, jobId) {
   const controller = new AbortController();
@@ -23,6 +25,7 @@ export function renderJob(main, jobId) {
   let job = null;
   let shownFinished = false;
   let charts = null;
+  let stream = null;
   const refreshLog = throttle(async () => {
     try {
       const text = await (await request(`/v1/jobs/${jobId}/logs`)).text();
@@ -49,6 +52,12 @@ export function renderJob(main, jobId) {
       charts = trainingCharts(kindBox);
     }
     if (job.kind === 'training') refreshCurves();
+    if (first && job.kind === 'stream') {
+      stream = streamCard(job);
+      kindBox.append(section('Stream', stream.el));
+    } else {
+      stream?.update(job);
+    }
     refreshLog();
     if (isTerminal(job.state) && !shownFinished) {
       shownFinished = true;
@@ -70,7 +79,10 @@ export function renderJob(main, jobId) {
       follow(`/v1/jobs/${jobId}/events`, {
         signal: controller.signal,
         endless: false,
-        onEvent: (_type, data) => show(data),
+        // The job itself comes as `state` and `progress`; any other event is not the job.
+        onEvent: (type, data) => {
+          if (type === 'state' || type === 'progress') show(data);
+        },
       });
     }
   }).catch((error) => {
@@ -79,6 +91,7 @@ export function renderJob(main, jobId) {
   return () => {
     controller.abort();
     charts?.destroy();
+    stream?.dispose();
   };
 }
 

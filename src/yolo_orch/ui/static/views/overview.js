@@ -1,10 +1,12 @@
-// Overview: each lane (busy or free, its jobs with progress), each GPU's gauges and
-// sparklines, the queue depth, 429 refusals and jobs per state. Live from /v1/events.
+// Overview: each lane (busy or free, its jobs with progress, its streams), each GPU's gauges and
+// sparklines, the queue depth, 429 refusals and jobs per state, and a card per running stream.
+// Live from /v1/events.
 import { getJson, request, parseMetrics } from '../api.js';
 import { sparkline } from '../charts.js';
 import { empty, fmtBytes, h, progressBar, section, shortId, stateBadge, updateProgress } from '../dom.js';
 import { onLive } from '../live.js';
 import { meta } from '../meta.js';
+import { laneStreams, liveStreams, updateLaneStream } from './streams.js';
 
 const GAUGES = [
   ['memory', 'Memory', (d) => d.memory_used_bytes, (d) => d.memory_total_bytes,
@@ -17,9 +19,11 @@ const GAUGES = [
 export function renderOverview(main) {
   const lanesBox = h('div', { class: 'lanes', id: 'lanes' }, empty('Loading lanes…'));
   const countsBox = h('div', { class: 'tiles', id: 'counts' });
+  const streams = liveStreams();
   main.append(
     h('h1', {}, 'Overview'),
     section('Queue and jobs', countsBox),
+    section('Live streams', streams.el),
     section('Lanes', lanesBox),
   );
   const jobs = new Map(); // the jobs on lanes, kept current by the stream
@@ -67,7 +71,11 @@ export function renderOverview(main) {
   }
 
   const stop = onLive((type, job) => {
+    if (type === 'resync') streams.load();
+    if (type === 'deleted') streams.deleted(job.id);
     if (type !== 'job') return later();
+    streams.seen(job);
+    updateLaneStream(lanesBox, job);
     const known = jobs.get(job.id);
     jobs.set(job.id, job);
     if (!known || known.state !== job.state) return later();
@@ -77,6 +85,7 @@ export function renderOverview(main) {
   refresh();
   return () => {
     stop();
+    streams.stop();
     clearTimeout(refreshTimer);
     clearInterval(telemetryTimer);
   };
@@ -111,6 +120,8 @@ function laneCard(lane, samples, jobs, runtime) {
       job.state ? stateBadge(job.state, job.cancel_requested) : '', ' ', progressBar(job));
   });
   card.append(running.length ? h('ul', { class: 'lane-jobs' }, running) : h('p', { class: 'muted' }, 'No job.'));
+  const streamsOfLane = laneStreams(lane);
+  if (streamsOfLane) card.append(streamsOfLane);
   if (lane.models.length) card.append(h('p', { class: 'muted' }, `Loaded: ${lane.models.join(', ')}`));
   if (lane.memory_total_bytes !== null || samples.length) card.append(gauges(lane, samples));
   return card;
