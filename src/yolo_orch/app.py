@@ -19,6 +19,7 @@ from yolo_orch import __version__
 from yolo_orch.api import devices, health, job_images, jobs, meta, model_files, models, submit
 from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
+from yolo_orch.api import streams as streams_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
 from yolo_orch.api.docs import install_docs
@@ -112,6 +113,7 @@ def create_app(
         metrics_api.router,
     ):
         app.include_router(router)
+    app.include_router(streams_api.router)
     # The last added runs first: HEAD becomes GET, then other sites' pages are answered
     # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and
     # pace, all before the app reads anything; event streams end when the server stops.

@@ -14,6 +14,14 @@ class GpuReadingPublic(BaseModel):
     power_w: float | None = None
 
 
+class StreamSharePublic(BaseModel):
+    job_id: str
+    fps_asked: float = Field(description="Its `max_fps` times its sources: its share of the lane.")
+    fps_out: float | None = Field(
+        default=None, description="Frames it processed per second lately; null before a report."
+    )
+
+
 class LanePublic(GpuReadingPublic):
     id: str = Field(examples=["cuda:0"])
     slots: int
@@ -42,6 +50,17 @@ class LanePublic(GpuReadingPublic):
         default=None,
         description="The GPU's name, from NVML; null without.",
         examples=["NVIDIA H200"],
+    )
+    stream_slots: int = Field(
+        default=0, description="Streams it runs at once beside its turns (`streams_per_lane`)."
+    )
+    stream_fps: float = Field(
+        default=0.0,
+        description="The frames per second its streams may ask for together "
+        "(`stream_fps_per_lane`).",
+    )
+    streams: list[StreamSharePublic] = Field(
+        default_factory=list, description="The streams holding a share of it now."
     )
 
 

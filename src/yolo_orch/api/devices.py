@@ -18,8 +18,10 @@ from yolo_orch.api.device_schemas import (
     LanePublic,
     NodePublic,
     SamplePublic,
+    StreamSharePublic,
 )
 from yolo_orch.dispatch.lanes import Lane
+from yolo_orch.errors import JobNotFound
 from yolo_orch.ops.telemetry import GpuReading, NodeReading
 
 router = APIRouter(prefix="/v1/devices", tags=["devices"])
@@ -48,6 +50,9 @@ async def list_devices(services: ServicesDep) -> DeviceList:
                 healthy=lane.healthy,
                 wedged=lane.wedged,
                 device_name=device_name,
+                stream_slots=lane.stream_slots,
+                stream_fps=lane.stream_fps,
+                streams=await _stream_shares(services, lane),
                 **(dataclasses.asdict(reading) if reading else {}),
             )
         )
@@ -66,6 +71,26 @@ async def list_devices(services: ServicesDep) -> DeviceList:
             for node in services.cluster.node_infos()
         ]
     return DeviceList(runtime=services.runtime.name, devices=devices, nodes=nodes)
+
+
+async def _stream_shares(services: Services, lane: Lane) -> list[StreamSharePublic]:
+    """The lane's streams, each with what it asked and what it does (its job's progress)."""
+    shares = []
+    for job_id, share in sorted(lane.streams.items()):  # a copy: the dispatcher may change it
+        try:
+            job = await services.jobs.get(job_id)
+        except JobNotFound:  # deleted meanwhile
+            continue
+        detail = job.progress.detail if job.progress is not None else None
+        fps_out = detail.get("fps_out") if isinstance(detail, dict) else None
+        shares.append(
+            StreamSharePublic(
+                job_id=job_id,
+                fps_asked=share.fps,
+                fps_out=fps_out if isinstance(fps_out, int | float) else None,
+            )
+        )
+    return shares
 
 
 async def _variants_by_digest(services: Services) -> dict[str, HeldVariantPublic]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -24,9 +26,10 @@ from yolo_orch.api.schemas import (
     JobList,
     JobPublic,
 )
+from yolo_orch.api.streams import FRAME_EVENT_SCHEMA, change_or_frame
 from yolo_orch.domain import Job, JobFilter, JobKind, JobState
 from yolo_orch.domain.results import JobResultDetail
-from yolo_orch.errors import InvalidCursor
+from yolo_orch.errors import ErrorCode, InvalidCursor, InvalidJob
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -112,6 +115,8 @@ async def delete_job(job_id: JobId, services: ServicesDep) -> Response:
 
 
 RESULT_PAGE_DEFAULT = 100
+_MAX_SEQ = 2**63 - 1
+"""Cursors hold a row's sequence number, an SQLite integer; a stream's `since` is bounded alike."""
 RESULT_PAGE_MAX = 1000
 
 
@@ -132,8 +137,19 @@ RESULT_PAGE_MAX = 1000
     "its JSON Lines artifact; 404 `frames_not_found` for an entry that is not a video). A "
     "whole result served from its file honours `Range` (206, or 416 `range_not_satisfiable`). "
     "409 `result_not_ready` while the job is queued or running (ask again later); 409 "
-    "`no_result` once it failed (see its `error`) or was cancelled: it will never have one.",
-    responses={200: {"model": JobResultDetail}, **RANGE_RESPONSES, **problem_responses(404, 409)},
+    "`no_result` once it failed (see its `error`) or was cancelled: it will never have one. "
+    "Stream: its counters and counts once it ended. With `since`, a stream's frames as they "
+    "come, running or ended: those with `seq` > `since`, oldest first, from its JSON Lines "
+    'segments: `{"frames", "next_since", "oldest"}`, where `next_since` is the `since` of the '
+    "next page (the last frame's `seq`, or `since` when none came yet) and `oldest` the `seq` "
+    "of the oldest frame still kept (older segments are deleted as new ones start: a `since` "
+    "below `oldest - 1` missed some); `limit` frames at most. `since` on a job of another kind: "
+    "422 `not_a_stream`.",
+    responses={
+        200: {"model": JobResultDetail},
+        **RANGE_RESPONSES,
+        **problem_responses(404, 409, 422),
+    },
 )
 async def get_result(
     job_id: JobId,
@@ -145,7 +161,24 @@ async def get_result(
     entry: Annotated[
         int | None, Query(ge=0, le=2**31, description="A video's entry: page its frames.")
     ] = None,
+    since: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=_MAX_SEQ,
+            description="A stream's frames after this `seq` (0: from the oldest kept).",
+        ),
+    ] = None,
 ) -> Response:
+    if since is not None:
+        if offset is not None or entry is not None:
+            raise InvalidJob(
+                "`since` pages a stream's frames; `offset` and `entry` page other results: "
+                "give one or the other",
+                code=ErrorCode.INVALID_REQUEST,
+            )
+        stream = await jobs.stream_frames(job_id, since, limit or RESULT_PAGE_DEFAULT)
+        return Response(json.dumps(dataclasses.asdict(stream)), media_type="application/json")
     if entry is not None:
         limit = limit or RESULT_PAGE_DEFAULT
         frames = await jobs.frame_page(job_id, entry, offset or 0, limit)
@@ -171,11 +204,16 @@ async def _followed_job(job_id: JobId, services: ServicesDep) -> tuple[int, Job]
 @router.get(
     "/{job_id}/events",
     summary="Follow a job: server-sent events",
-    description="`text/event-stream`. Each event carries the job as GET /v1/jobs/{id} returns it: "
-    "`event: state` when its state changed, `event: progress` otherwise; `id` grows with every "
-    "change. The first event is the job as it is now (skipped when `Last-Event-ID` says the "
-    "client has it). The stream ends after the event with a terminal state. A comment is sent "
-    "every 15 s of quiet to keep proxies from closing the stream.",
+    description="`text/event-stream`. Each `state` or `progress` event carries the job as GET "
+    "/v1/jobs/{id} returns it: `event: state` when its state changed, `event: progress` "
+    "otherwise; `id` grows with every change. The first event is the job as it is now (skipped "
+    "when `Last-Event-ID` says the client has it). A running stream job's events also include "
+    "`event: frame`, whose data is a recent frame's entry as its segments hold it (`seq`, "
+    "`source`, `frame`, `captured_at`, `latency_ms`, `width`, `height`, `detections`, "
+    "`events`), at most `params.events_max_hz` a second; a slow client gets the newest frame, "
+    "not a backlog (GET /v1/jobs/{id}/result?since=... has every frame). Frame events carry "
+    "no `id`: `Last-Event-ID` stays the job's. The stream ends after the event with a terminal "
+    "state. A comment is sent every 15 s of quiet to keep proxies from closing the stream.",
     response_class=EventSourceResponse,
     responses={
         200: {
@@ -185,11 +223,17 @@ async def _followed_job(job_id: JobId, services: ServicesDep) -> tuple[int, Job]
                         "properties": {
                             "data": {
                                 "contentMediaType": "application/json",
-                                "contentSchema": {"$ref": "#/components/schemas/JobPublic"},
+                                "contentSchema": {
+                                    "oneOf": [
+                                        {"$ref": "#/components/schemas/JobPublic"},
+                                        FRAME_EVENT_SCHEMA,
+                                    ]
+                                },
                             },
-                            "event": {"enum": ["state", "progress"]},
+                            "event": {"enum": ["state", "progress", "frame"]},
+                            "id": {"description": "Absent on `frame` events."},
                         },
-                        "required": ["data", "event", "id"],
+                        "required": ["data", "event"],
                     }
                 }
             }
@@ -209,8 +253,20 @@ async def job_events(
     if last_event_id is None or last_event_id != str(version) or job.state.is_terminal:
         yield _event(version, "state", job)
         sent_state = job.state
+    frames_seen = 0
     while not job.state.is_terminal:
-        await events.wait_for_change(job.id, version)
+        if job.kind is JobKind.STREAM:
+            woken = await change_or_frame(events, services.frames, job.id, version, frames_seen)
+            if woken.frame is not None:
+                frames_seen, frame = woken.frame
+                if frame is not None:
+                    yield ServerSentEvent(event="frame", data=frame)
+                else:  # the run ended: a later run of the job numbers its frames from 1 again
+                    frames_seen = 0
+            if not woken.changed:
+                continue
+        else:
+            await events.wait_for_change(job.id, version)
         version = events.version(job.id)
         job = await services.jobs.get(job.id)
         yield _event(version, "state" if job.state != sent_state else "progress", job)
@@ -297,8 +353,6 @@ async def get_artifact(
     return RangedFileResponse(await jobs.artifact(job_id, name), filename=name)
 
 
-_MAX_SEQ = 2**63 - 1
-"""Cursors hold a row's sequence number: an SQLite integer."""
 _CURSOR_TEXT = re.compile(r"seq:([0-9]{1,19})")
 """ASCII digits only: `str.isdigit` and `int` also take other scripts' digits (Arabic-Indic,
 fullwidth, ...)."""

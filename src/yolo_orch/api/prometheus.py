@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 
 from yolo_orch.dispatch.batching import LaneBatches
 from yolo_orch.dispatch.lanes import Lane, Lanes
-from yolo_orch.domain import Job, JobState, Outcome
+from yolo_orch.domain import Job, JobFilter, JobKind, JobState, JsonObject, Outcome
 from yolo_orch.ops.telemetry import GpuTelemetry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
@@ -26,6 +26,8 @@ _GPU_GAUGES = (
 )
 _BATCH_JOBS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)
 _BATCH_WAIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 10)
+_STREAMS_PAGE = 500
+"""Running stream jobs read from the store at a time."""
 _DURATION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600)
 
 
@@ -111,6 +113,8 @@ class Metrics:
         )
         self._batches: dict[str, LaneBatches] = {}
         self.registry.register(_ModelCache(runtime))
+        self._streams = _Streams()
+        self.registry.register(self._streams)
 
     def count_connections(self, connections: ConnectionCounts) -> None:
         self.registry.register(_Connections(connections))
@@ -148,7 +152,22 @@ class Metrics:
             self._lane_slots.labels(lane=lane.id).set(lane.slots)
             self._lane_healthy.labels(lane=lane.id).set(int(lane.healthy))
             await self._read_gpu(lane)
+        self._streams.details = await self._running_streams()
         return generate_latest(self.registry)
+
+    async def _running_streams(self) -> list[tuple[str, JsonObject]]:
+        """Each running stream job's id and progress detail (none before its first report)."""
+        running = JobFilter(states=(JobState.RUNNING,), kinds=(JobKind.STREAM,))
+        details: list[tuple[str, JsonObject]] = []
+        before: int | None = None
+        while True:
+            page = await self._store.list_jobs(running, limit=_STREAMS_PAGE, before_seq=before)
+            for job in page.jobs:
+                if job.progress is not None and job.progress.detail is not None:
+                    details.append((job.id, job.progress.detail))
+            if page.next_cursor is None:
+                return details
+            before = page.next_cursor
 
     async def _read_gpu(self, lane: Lane) -> None:
         if self._telemetry is None or lane.gpu_index is None:
@@ -204,3 +223,85 @@ class _Connections(Collector):
             "Connections answered 503 too_many_connections: none could make room.",
             book.refused_total,
         )
+
+
+class _Streams(Collector):
+    """Gauges of running streams, from their jobs' progress details as `render` last read them:
+    label values are job ids, sources as shown (credentials redacted), the job's own zone and
+    line names and its model's class names."""
+
+    def __init__(self) -> None:
+        self.details: list[tuple[str, JsonObject]] = []
+
+    def collect(self) -> Iterable[Metric]:
+        fps_in = GaugeMetricFamily(
+            "yolo_orch_stream_fps_in",
+            "Frames taken per second lately, all sources.",
+            labels=["job"],
+        )
+        fps_out = GaugeMetricFamily(
+            "yolo_orch_stream_fps_out",
+            "Frames processed per second lately, all sources.",
+            labels=["job"],
+        )
+        latency = GaugeMetricFamily(
+            "yolo_orch_stream_latency_ms",
+            "From a frame's capture to its result, lately.",
+            labels=["job", "quantile"],
+        )
+        dropped = GaugeMetricFamily(
+            "yolo_orch_stream_frames_dropped",
+            "Frames taken that a newer one replaced before its lane reached them, since the "
+            "run began.",
+            labels=["job"],
+        )
+        counts = GaugeMetricFamily(
+            "yolo_orch_stream_count",
+            "Zone (`inside` now; `in`, `out`) and line (`in`, `out`) counts by class, since the "
+            "run began.",
+            labels=["job", "source", "kind", "name", "direction", "class"],
+        )
+        for job_id, detail in self.details:
+            _add(fps_in, [job_id], detail.get("fps_in"))
+            _add(fps_out, [job_id], detail.get("fps_out"))
+            quantiles = detail.get("latency_ms")
+            if isinstance(quantiles, dict):
+                _add(latency, [job_id, "0.5"], quantiles.get("p50"))
+                _add(latency, [job_id, "0.99"], quantiles.get("p99"))
+            sources = detail.get("sources")
+            if isinstance(sources, list):
+                drops = [s.get("frames_dropped") for s in sources if isinstance(s, dict)]
+                _add(dropped, [job_id], sum(d for d in drops if isinstance(d, int)))
+            for source, kind, name, direction, cls, value in _count_rows(detail.get("counts")):
+                _add(counts, [job_id, source, kind, name, direction, cls], value)
+        return [fps_in, fps_out, latency, dropped, counts]
+
+
+def _add(family: GaugeMetricFamily, labels: list[str], value: object) -> None:
+    """A number the runner reported; anything else (none yet) is left out, not zero."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        family.add_metric(labels, value)
+
+
+_COUNT_KINDS = (("zones", "zone"), ("lines", "line"))
+
+
+def _count_rows(counts: object) -> Iterable[tuple[str, str, str, str, str, object]]:
+    """(source, kind, name, direction, class, value) of each source's zone and line counts:
+    `[{"source", "zones": {name: {direction: {class: n}}}, "lines": ...}]`. Whatever is not of
+    that shape is skipped: a detail is the runner's, read back from the store."""
+    for entry in _items(counts):
+        source = str(entry.get("source", ""))
+        for key, kind in _COUNT_KINDS:
+            for name, directions in _mapping(entry.get(key)).items():
+                for direction, by_class in _mapping(directions).items():
+                    for cls, value in _mapping(by_class).items():
+                        yield source, kind, str(name), str(direction), str(cls), value
+
+
+def _items(value: object) -> list[JsonObject]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _mapping(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}

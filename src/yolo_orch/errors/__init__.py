@@ -61,6 +61,17 @@ class FramesNotFound(YoloOrchError):
         super().__init__(f"entry {entry} of job {job_id}'s result is not a video with frames")
 
 
+class SnapshotNotFound(ArtifactNotFound):
+    """A 404 as a missing artifact is (the API maps statuses by class), with a code of its own."""
+
+    code = ErrorCode.SNAPSHOT_NOT_FOUND
+
+    def __init__(self, job_id: str) -> None:
+        YoloOrchError.__init__(
+            self, f"job {job_id} has no snapshot: it is not a stream, or none was written yet"
+        )
+
+
 class ModelNotFound(YoloOrchError):
     code = ErrorCode.MODEL_NOT_FOUND
 
@@ -113,6 +124,17 @@ class InvalidJob(YoloOrchError):
     def __init__(self, message: str, code: ErrorCode) -> None:
         super().__init__(message)
         self.code = code
+
+
+class NotAStream(InvalidJob):
+    """`since` pages a stream's frames: a 422 as other requests that cannot be served here."""
+
+    def __init__(self, job_id: str, kind: str) -> None:
+        super().__init__(
+            f"job {job_id} is a {kind} job: `since` pages the frames of stream jobs only "
+            "(page other results with `offset` and `limit`)",
+            code=ErrorCode.NOT_A_STREAM,
+        )
 
 
 SHOWN_PATH_CHARS = 200

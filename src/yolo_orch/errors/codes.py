@@ -103,6 +103,10 @@ class ErrorCode(enum.StrEnum):
         "frames_not_found",
         "This entry of the job's result is not a video with frames.",
     )
+    SNAPSHOT_NOT_FOUND = (
+        "snapshot_not_found",
+        "The job is not a stream, or its stream has written no snapshot yet.",
+    )
     MODEL_NOT_FOUND = "model_not_found", "No model of this name or id on this host."
     VARIANT_NOT_FOUND = "variant_not_found", "No exported variant with this id."
     MODEL_NAME_TAKEN = "model_name_taken", "Another model already has this name."
@@ -193,6 +197,10 @@ class ErrorCode(enum.StrEnum):
     SOURCE_NOT_ALLOWED = (
         "source_not_allowed",
         "A stream source whose scheme or host `stream_allowed_hosts` does not allow.",
+    )
+    NOT_A_STREAM = (
+        "not_a_stream",
+        "Asked a stream's frames (`since`) of a job of another kind.",
     )
     STREAM_UNSUPPORTED = (
         "stream_unsupported",

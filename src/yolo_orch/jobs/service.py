@@ -30,15 +30,18 @@ from yolo_orch.errors import (
     FramesNotFound,
     ModelUnusable,
     NoResult,
+    NotAStream,
     QueueFull,
     ResultNotReady,
     ShuttingDown,
+    SnapshotNotFound,
     too_many_gpus,
 )
 from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.files.inputs import InputLimits
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.resultfile import EntryPage, page_of
+from yolo_orch.files.stream_segments import SNAPSHOT_FILE, FramePage, read_since
 from yolo_orch.jobs.notifications import JobEvents
 from yolo_orch.kinds import KINDS
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
@@ -259,6 +262,36 @@ class JobService:
         if page is None:
             raise FramesNotFound(job_id, entry)
         return page
+
+    async def stream_frames(self, job_id: str, since: int, limit: int) -> FramePage:
+        """Up to `limit` frames with `seq` > `since` of a stream job, running or ended, from its
+        segments."""
+        job = await self._store.get(job_id)
+        if job.kind is not JobKind.STREAM:
+            raise NotAStream(job_id, job.kind)
+        return await anyio.to_thread.run_sync(
+            read_since, self._files.workdir(job_id), since, limit, limiter=self._file_limiter
+        )
+
+    async def snapshot(self, job_id: str) -> bytes:
+        """A stream job's latest annotated snapshot (JPEG). Read whole: the runner replaces the
+        file atomically, so a read never mixes two snapshots, and a file served by path could
+        be replaced between its size and its bytes."""
+        job = await self._store.get(job_id)
+        if job.kind is not JobKind.STREAM:
+            raise SnapshotNotFound(job_id)
+        jpeg = await anyio.to_thread.run_sync(
+            self._read_snapshot, job_id, limiter=self._file_limiter
+        )
+        if jpeg is None:
+            raise SnapshotNotFound(job_id)
+        return jpeg
+
+    def _read_snapshot(self, job_id: str) -> bytes | None:
+        try:
+            return (self._files.workdir(job_id) / SNAPSHOT_FILE).read_bytes()
+        except FileNotFoundError:
+            return None
 
     async def _succeeded(self, job_id: str) -> None:
         job = await self._store.get(job_id)
