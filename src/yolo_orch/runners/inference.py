@@ -34,10 +34,10 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from yolo_orch.domain import JobResult, JsonObject, Progress
 from yolo_orch.domain.variants import LaneRuntime, variant_for
@@ -46,6 +46,7 @@ from yolo_orch.files import images
 from yolo_orch.files.jobfiles import INPUTS_DIR
 from yolo_orch.ops.logs import for_job
 from yolo_orch.params.inference import ForwardPassParams, InferenceParams, check_task
+from yolo_orch.params.stream import shared_pass_key
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.weights import ResolvedWeights
 from yolo_orch.runners import variant_runs
@@ -62,6 +63,7 @@ from yolo_orch.runners.encode import Encoding, ImageOutput, counted, encode, sav
 from yolo_orch.runners.formats import lane_runtime
 from yolo_orch.runners.model_cache import ModelCache
 from yolo_orch.runners.predict import load_exported, load_model, predict_batch
+from yolo_orch.runners.stream_hub import StreamHub, StreamHubs
 from yolo_orch.runners.video import has_videos, run_media
 
 if TYPE_CHECKING:
@@ -102,6 +104,7 @@ class YoloInferenceRunner:
         resolve_variants: ResolveVariants = no_variants,
         lane_runtime: Callable[[str], LaneRuntime] = lane_runtime,
         decoded_ahead: Callable[[Path], Pixels | str | None] = lambda path: None,
+        stream_hubs: StreamHubs | None = None,
     ) -> None:
         """`data_roots`: every input is read only if it is still inside them (or inside the
         job's own uploaded inputs) where it is opened. `lane_runtime` says what a lane can
@@ -114,6 +117,8 @@ class YoloInferenceRunner:
         self._data_roots = list(data_roots)
         self._max_image_pixels = max_image_pixels
         self._decoded_ahead = decoded_ahead
+        self._stream_hubs = stream_hubs
+        """Where the lanes' streams run: a job of their model and params joins their passes."""
         self._cache = ModelCache(model_cache_size)
         self._cpu_threads = cpu_threads if cpu_threads is not None else default_cpu_threads()
         self._batch_lock = threading.Lock()
@@ -165,6 +170,7 @@ class YoloInferenceRunner:
             raise InvalidJobInput(f"an inference job runs on one device, not {head.devices!r}")
         device = head.devices[0]
         chosen, key, load, ran = self._loader(device, head.job.model_id or head.job.model, params)
+        torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
         for ctx in ctxs:
             log.info(
                 "job %s runs %s on %s (params.format %s, %d job(s) in its batch)",
@@ -214,14 +220,11 @@ class YoloInferenceRunner:
         self, device: str, model_ref: str, params: ForwardPassParams
     ) -> tuple[ResolvedVariant | None, str, Callable[[], YOLO], JsonObject]:
         """What runs `model_ref` on `device` for `params` (the variant, or None for the .pt),
-        its cache key, how to load it, and what the result says ran; the worker thread's
-        torch threads set for the lane."""
-        import torch
-
+        its cache key, how to load it, and what the result says ran. In a worker thread of
+        the server's (the registry is asked on its loop)."""
         weights = self._resolve_weights(model_ref)
         chosen = self._variant_for(model_ref, device, params)
         variant_runs.note(None if chosen is None else chosen.variant.id)  # a failure names it
-        torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
         if chosen is None:
             load = partial(load_model, device, weights, params)
             return None, weights.sha256, load, {"format": "pt", "variant_id": None}
@@ -231,11 +234,20 @@ class YoloInferenceRunner:
         ran = {"format": str(chosen.variant.format), "variant_id": chosen.variant.id}
         return chosen, chosen.variant.sha256, load, ran
 
-    @contextmanager
-    def checkout(self, device: str, model_ref: str, params: ForwardPassParams) -> Iterator[YOLO]:
-        """The model (or variant) a job of `model_ref` with `params` runs on `device`, from the
-        lane's cache, for the caller alone until it is done with it (a stream's hub)."""
+    def checkout(
+        self, device: str, model_ref: str, params: ForwardPassParams
+    ) -> Callable[[], AbstractContextManager[YOLO]]:
+        """The model (or variant) a job of `model_ref` with `params` runs on `device`: resolved
+        now, in the server's worker thread; taken from the lane's cache, for the caller alone
+        until it is done with it, by whichever thread enters it (a stream's hub)."""
         _, key, load, _ = self._loader(device, model_ref, params)
+        return partial(self._checkout, device, key, load)
+
+    @contextmanager
+    def _checkout(self, device: str, key: str, load: Callable[[], YOLO]) -> Iterator[YOLO]:
+        import torch
+
+        torch.set_num_threads(self._cpu_threads if device == "cpu" else 1)
         with self._cache.checkout(device, key, load) as model:
             yield model
 
@@ -302,6 +314,9 @@ class YoloInferenceRunner:
         of the jobs) go through one forward pass. Each job is checked for cancel between
         images, and stops alone."""
         size = batch_size(params.imgsz)
+        hubs, hub = self._stream_hubs, None
+        if hubs is not None and jobs:
+            hub = hubs.find(device, shared_pass_key(jobs[0].ctx.job))
         pending = [(job, self._chunks(job, size)) for job in jobs]
         while pending:
             decoded: list[tuple[_JobImages, Decoded]] = []
@@ -324,11 +339,25 @@ class YoloInferenceRunner:
                 self._note_pass(live)
                 # closed at once if we stop early, not when the exception's traceback goes
                 items = [item for _, item in live]
+                if hub is not None and self._with_streams(hub, live):
+                    continue
                 with closing(predict_batch(model, items, device, params)) as predictions:
                     for (job, _), ((index, image), result) in zip(live, predictions, strict=True):
                         job.add(index, image, result)
                         if all(job.stopped() for job, _ in live):
                             break
+
+    @staticmethod
+    def _with_streams(hub: StreamHub, live: list[tuple[_JobImages, Decoded]]) -> bool:
+        """Run the images through the passes of the lane's streams of this model and params;
+        False when those streams have ended meanwhile."""
+        results = hub.infer([(job.ctx.job.id, image) for job, (_, image) in live])
+        if results is None:
+            return False
+        for (job, (index, image)), result in zip(live, results, strict=True):
+            if not job.stopped():
+                job.add(index, image, cast("Results", result))
+        return True
 
     def _chunks(self, job: _JobImages, size: int) -> Iterator[list[tuple[int, Pixels | str]]]:
         roots = [*self._data_roots, job.ctx.workdir / INPUTS_DIR]

@@ -9,8 +9,8 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from yolo_orch.files.jobfiles import METRICS_FILE, open_to_append, write_atomic
 from yolo_orch.params.stream import StreamParams
 from yolo_orch.runners.base import BatchOutcome, BatchRecord, RunContext, Runner
 from yolo_orch.runners.stream import StreamOutputs, StreamRunner
-from yolo_orch.runners.stream_hub import StreamModel
+from yolo_orch.runners.stream_hub import LoadModel, StreamModel
 from yolo_orch.runners.stream_sim import SIM_PASS_S, SimStreamModel
 
 CRASH_EXIT_CODE = 70
@@ -73,9 +73,10 @@ class SimulatedRuntime:
         return self._runner.batches
 
 
-@contextmanager
-def _sim_stream_model(device: str, ctx: RunContext, params: StreamParams) -> Iterator[StreamModel]:
-    yield SimStreamModel(params.sim_seconds if params.sim_seconds is not None else SIM_PASS_S)
+def _sim_stream_model(device: str, ctx: RunContext, params: StreamParams) -> LoadModel:
+    pass_s = params.sim_seconds if params.sim_seconds is not None else SIM_PASS_S
+    model: StreamModel = SimStreamModel(pass_s)
+    return lambda: nullcontext(model)
 
 
 class SimulatedRunner:

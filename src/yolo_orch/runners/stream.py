@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -29,14 +28,14 @@ from yolo_orch.ops.logs import for_job
 from yolo_orch.params.stream import StreamParams, shared_pass_key
 from yolo_orch.runners.base import RunContext
 from yolo_orch.runners.stream_capture import (
-    READ_TIMEOUT_MS,
+    STOP_WITHIN_S,
     Capture,
     Frame,
     VideoSource,
     open_video,
 )
 from yolo_orch.runners.stream_counts import Counts, Line, Seen, Zone
-from yolo_orch.runners.stream_hub import Follower, StreamHubs, StreamModel
+from yolo_orch.runners.stream_hub import Follower, LoadModel, StreamHubs, StreamModel
 from yolo_orch.runners.stream_stats import SourceStats, latency_percentiles
 
 if TYPE_CHECKING:
@@ -46,8 +45,10 @@ log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 1.0
 
-LoadStreamModel = Callable[[str, RunContext, StreamParams], AbstractContextManager[StreamModel]]
-"""A lane's model for a stream job's model and params (`device`, the job's context, params)."""
+LoadStreamModel = Callable[[str, RunContext, StreamParams], LoadModel]
+"""How to load a lane's model for a stream job (`device`, the job's context, its params):
+called in the job's worker thread (which may ask the server's loop), the load it returns is
+entered in the hub's thread."""
 
 
 def one_frame_a_pass(lane: str) -> int:
@@ -71,12 +72,15 @@ class StreamRunner:
         load: LoadStreamModel,
         outputs: StreamOutputs,
         *,
+        hubs: StreamHubs | None = None,
         open_source: Callable[[str], VideoSource] = open_video,
     ) -> None:
+        """`hubs`: shared with the inference runner, whose jobs then join the streams'
+        passes."""
         self._load = load
         self._outputs = outputs
         self._open_source = open_source
-        self.hubs = StreamHubs(outputs.max_batch)
+        self.hubs = hubs or StreamHubs(outputs.max_batch)
         """The lanes' hubs; `hubs.batches`: the passes streams shared."""
 
     def run(self, ctx: RunContext) -> JobResult:
@@ -85,9 +89,8 @@ class StreamRunner:
         device = ctx.devices[0]
         segments = SegmentWriter(ctx.workdir, self._outputs.segment_s, self._outputs.segments_kept)
         session = _Session(ctx, params, segments, self._outputs.feed)
-        hub = self.hubs.join(
-            device, shared_pass_key(ctx.job), session, lambda: self._load(device, ctx, params)
-        )
+        load = self._load(device, ctx, params)
+        hub = self.hubs.join(device, shared_pass_key(ctx.job), session, load)
         captures = [
             Capture(
                 index,
@@ -117,7 +120,7 @@ class StreamRunner:
             for capture in captures:
                 capture.stop()
             for capture in captures:  # each releases its source: none is left mid-read
-                capture.join(READ_TIMEOUT_MS / 1000 + 1)
+                capture.join(STOP_WITHIN_S)
             session.close()
             self._outputs.feed.forget(ctx.job.id)
         return JobResult(summary=session.summary(), detail=session.detail(segments.names))

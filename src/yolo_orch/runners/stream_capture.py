@@ -29,9 +29,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OPEN_TIMEOUT_MS = 5000
-READ_TIMEOUT_MS = 5000
+READ_TIMEOUT_MS = 3000
 """How long opening a network source, and reading a frame from it, may block: a camera that
-stops sending is found lost within this, not never."""
+stops sending is found lost within this, not never (FFmpeg's RTSP reader gives up after about
+three times the read timeout: `bench/stream_decode.py --loss`)."""
+STOP_WITHIN_S = 3 * READ_TIMEOUT_MS / 1000 + 1
+"""How long a capture may take to stop: a read under way may have to time out first."""
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
 

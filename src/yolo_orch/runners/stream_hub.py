@@ -1,7 +1,8 @@
 """Shared forward passes for the streams of one lane: one hub per lane, model and forward-pass
 params, with one thread that puts the newest frame of every source of every stream attached to
 it through one batched forward pass (up to the lane's `batch_max_images`; frames of one shape
-share a pass), then hands each stream its frames' results.
+share a pass), then hands each stream its frames' results. An inference job of the same model
+and params on that lane puts its images through the same passes (`infer`).
 
 The hub holds its model for as long as a stream is attached. A pass that fails fails every
 stream attached (a model that cannot run is every stream's problem); what one stream makes of
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from yolo_orch.domain import JsonObject
@@ -71,6 +75,45 @@ class Attendee(Protocol):
         ...
 
 
+@dataclass
+class _Item:
+    """A frame or an image in a pass, and where its result goes."""
+
+    job_id: str
+    pixels: Pixels
+    captured: float
+    deliver: Callable[[object, StreamModel, bool], None]
+    fail: Callable[[Exception], None]
+
+
+class _Guest:
+    """Inference jobs' images (each with its job's id), put through the hub's next pass."""
+
+    def __init__(self, images: Sequence[tuple[str, Pixels]]) -> None:
+        self.images = list(images)
+        self.results: list[object] = [None] * len(images)
+        self.error: Exception | None = None
+        self.done = threading.Event()
+        self._left = len(images)
+
+    def items(self) -> list[_Item]:
+        now = time.monotonic()
+        return [
+            _Item(job_id, image, now, partial(self._deliver, index), self.fail)
+            for index, (job_id, image) in enumerate(self.images)
+        ]
+
+    def _deliver(self, index: int, result: object, model: StreamModel, shared: bool) -> None:
+        self.results[index] = result
+        self._left -= 1
+        if self._left == 0:
+            self.done.set()
+
+    def fail(self, error: Exception) -> None:
+        self.error = error
+        self.done.set()
+
+
 class StreamHub:
     def __init__(
         self, device: str, load: LoadModel, max_batch: int, on_pass: Callable[[BatchRecord], None]
@@ -80,11 +123,10 @@ class StreamHub:
         self._max_batch = max(1, max_batch)
         self._on_pass = on_pass
         self._attendees: list[Attendee] = []
+        self._guests: list[_Guest] = []
         self._changed = threading.Condition()
         self._frames_waiting = False
         self._stopped = False
-        self.passes = 0
-        self.frames = 0
         self._thread = threading.Thread(target=self._run, name=f"stream hub {device}", daemon=True)
         self._thread.start()
 
@@ -112,50 +154,80 @@ class StreamHub:
             self._frames_waiting = True
             self._changed.notify()
 
-    def _next_frames(self) -> list[tuple[Attendee, Frame]] | None:
-        """The frames waiting, oldest first; None once the hub stops."""
+    def infer(self, images: Sequence[tuple[str, Pixels]]) -> list[object] | None:
+        """Blocking: inference jobs' images (each with its job's id; jobs of the streams' model
+        and forward-pass params) through the hub's next passes, beside the streams' frames;
+        their results in order. None when the hub has stopped (the jobs then run their own
+        passes)."""
+        guest = _Guest(images)
+        with self._changed:
+            if self._stopped:
+                return None
+            self._guests.append(guest)
+            self._frames_waiting = True
+            self._changed.notify()
+        guest.done.wait()
+        if guest.error is not None:
+            raise guest.error
+        return guest.results
+
+    def _next_items(self) -> list[_Item] | None:
+        """What waits for a pass, oldest first; None once the hub stops."""
         with self._changed:
             while not self._frames_waiting and not self._stopped:
                 self._changed.wait()
             if self._stopped:
                 return None
             self._frames_waiting = False
-            attendees = list(self._attendees)
-        frames = [(attendee, frame) for attendee in attendees for frame in attendee.take()]
-        return sorted(frames, key=lambda pair: pair[1].captured)
+            attendees, guests, self._guests = list(self._attendees), self._guests, []
+        items = [item for guest in guests for item in guest.items()]
+        for attendee in attendees:
+            for frame in attendee.take():
+                deliver = partial(_processed, attendee, frame)
+                items.append(
+                    _Item(attendee.job_id, frame.pixels, frame.captured, deliver, attendee.failed)
+                )
+        return sorted(items, key=lambda item: item.captured)
 
     def _run(self) -> None:
         try:
             with self._load() as model:
-                while (frames := self._next_frames()) is not None:
-                    for start in range(0, len(frames), self._max_batch):
-                        for group in _same_shape(frames[start : start + self._max_batch]):
+                while (items := self._next_items()) is not None:
+                    for start in range(0, len(items), self._max_batch):
+                        for group in _same_shape(items[start : start + self._max_batch]):
                             self._pass(model, group)
         except Exception as error:
             log.exception("the stream model on %s failed", self.device)
             with self._changed:
-                attendees, self._stopped = list(self._attendees), True
+                self._stopped = True
+                attendees, guests, self._guests = list(self._attendees), self._guests, []
+            for guest in guests:
+                guest.fail(error)
             for attendee in attendees:
                 attendee.failed(error)
 
-    def _pass(self, model: StreamModel, group: list[tuple[Attendee, Frame]]) -> None:
-        results = model.predict([frame.pixels for _, frame in group])
-        self.passes += 1
-        self.frames += len(group)
-        job_ids = tuple(dict.fromkeys(attendee.job_id for attendee, _ in group))
+    def _pass(self, model: StreamModel, group: list[_Item]) -> None:
+        results = model.predict([item.pixels for item in group])
+        job_ids = tuple(dict.fromkeys(item.job_id for item in group))
         self._on_pass(BatchRecord(job_ids, len(group)))
         shared = len(job_ids) > 1
-        for (attendee, frame), result in zip(group, results, strict=True):
+        for item, result in zip(group, results, strict=True):
             try:
-                attendee.processed(frame, result, model, shared)
-            except Exception as error:  # its own: the other streams go on
-                attendee.failed(error)
+                item.deliver(result, model, shared)
+            except Exception as error:  # its own: the others go on
+                item.fail(error)
 
 
-def _same_shape(frames: list[tuple[Attendee, Frame]]) -> list[list[tuple[Attendee, Frame]]]:
-    groups: dict[tuple[int, ...], list[tuple[Attendee, Frame]]] = {}
-    for pair in frames:
-        groups.setdefault(tuple(pair[1].pixels.shape), []).append(pair)
+def _processed(
+    attendee: Attendee, frame: Frame, result: object, model: StreamModel, shared: bool
+) -> None:
+    attendee.processed(frame, result, model, shared)
+
+
+def _same_shape(items: list[_Item]) -> list[list[_Item]]:
+    groups: dict[tuple[int, ...], list[_Item]] = {}
+    for item in items:
+        groups.setdefault(tuple(item.pixels.shape), []).append(item)
     return list(groups.values())
 
 
@@ -177,6 +249,12 @@ class StreamHubs:
                 self._hubs[(device, key)] = hub
             hub.attach(attendee)
             return hub
+
+    def find(self, device: str, key: Hashable) -> StreamHub | None:
+        """The running hub of `device` for `key`, if streams are on it."""
+        with self._lock:
+            hub = self._hubs.get((device, key))
+            return None if hub is None or hub.stopped else hub
 
     def leave(self, hub: StreamHub, attendee: Attendee) -> None:
         with self._lock:

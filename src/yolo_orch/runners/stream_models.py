@@ -25,20 +25,24 @@ if TYPE_CHECKING:
     from yolo_orch.runners.inference import YoloInferenceRunner
     from yolo_orch.runners.stream import LoadStreamModel
     from yolo_orch.runners.stream_capture import Frame, Pixels
-    from yolo_orch.runners.stream_hub import Follower, StreamModel
+    from yolo_orch.runners.stream_hub import Follower, LoadModel, StreamModel
 
 
 def yolo_stream_models(runner: YoloInferenceRunner) -> LoadStreamModel:
     """Stream models from the inference runner's lane caches (`YoloInferenceRunner.checkout`)."""
 
-    @contextmanager
-    def load(device: str, ctx: RunContext, params: StreamParams) -> Iterator[StreamModel]:
-        model_ref = ctx.job.model_id or ctx.job.model
-        with runner.checkout(device, model_ref, params.forward_pass()) as model:
-            task = str(model.task)
-            yield YoloStreamModel(model, device, params, task, ctx.workdir / "artifacts")
+    def resolve(device: str, ctx: RunContext, params: StreamParams) -> LoadModel:
+        checkout = runner.checkout(device, ctx.job.model_id or ctx.job.model, params.forward_pass())
 
-    return load
+        @contextmanager
+        def load() -> Iterator[StreamModel]:
+            with checkout() as model:
+                task = str(model.task)
+                yield YoloStreamModel(model, device, params, task, ctx.workdir / "artifacts")
+
+        return load
+
+    return resolve
 
 
 class YoloStreamModel:

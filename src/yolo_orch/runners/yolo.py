@@ -26,6 +26,7 @@ from yolo_orch.runners.failures import failure_of
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.runners.sources import shipped_architecture
 from yolo_orch.runners.stream import StreamOutputs, StreamRunner
+from yolo_orch.runners.stream_hub import StreamHubs
 from yolo_orch.runners.stream_models import yolo_stream_models
 from yolo_orch.runners.training import YoloTrainingRunner
 from yolo_orch.runners.validation import YoloValidationRunner
@@ -92,6 +93,8 @@ class UltralyticsRuntime:
             decode_ahead_bytes,
             default_decode_threads(gpus=sum(lane.startswith("cuda") for lane in detect_lanes())),
         )
+        streams = streams or StreamOutputs()
+        hubs = StreamHubs(streams.max_batch)
         self.inference = YoloInferenceRunner(
             models.resolve,
             model_cache_size,
@@ -100,6 +103,7 @@ class UltralyticsRuntime:
             data_roots=data_roots,
             resolve_variants=models.resolve_variants,
             decoded_ahead=self._ahead.take,
+            stream_hubs=hubs,
         )
         self.training = YoloTrainingRunner(
             models.resolve, models.register_model, data_roots=data_roots, cpu_threads=cpu_threads
@@ -110,7 +114,7 @@ class UltralyticsRuntime:
         self.export = YoloExportRunner(
             models.resolve, models.register_variant, data_roots=data_roots
         )
-        self.streams = StreamRunner(yolo_stream_models(self.inference), streams or StreamOutputs())
+        self.streams = StreamRunner(yolo_stream_models(self.inference), streams, hubs=hubs)
         self._runners: dict[JobKind, Runner] = {
             JobKind.STREAM: self.streams,
             JobKind.INFERENCE: self.inference,
