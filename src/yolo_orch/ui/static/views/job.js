@@ -43,6 +43,7 @@ export function renderJob(main, jobId) {
 
   function show(next) {
     const first = job === null;
+    const moved = first || job.state !== next.state;
     job = next;
     head.replaceChildren(stateBadge(job.state, job.cancel_requested), ' ', progressBar(job), ' ',
       jobActions(job, { onDeleted: () => { window.location.hash = '#/jobs'; } }));
@@ -58,7 +59,9 @@ export function renderJob(main, jobId) {
     } else {
       stream?.update(job);
     }
-    refreshLog();
+    // A stream's progress comes every second for as long as it runs: its log is read again
+    // only when its state changes, not with every frame count.
+    if (job.kind !== 'stream' || moved) refreshLog();
     if (isTerminal(job.state) && !shownFinished) {
       shownFinished = true;
       finished(job);
@@ -98,6 +101,7 @@ export function renderJob(main, jobId) {
 function parameters(job) {
   const entries = [['kind', job.kind], ['model', job.model], ['priority', job.priority], ['GPUs', job.gpus]];
   if (job.inputs) entries.push(['inputs', job.inputs.length > 6 ? `${job.inputs.slice(0, 6).join(', ')} … (${job.inputs.length})` : job.inputs.join(', ')]);
+  if (job.sources) entries.push(['sources', job.sources.join(', ')]); // as the API gives them: redacted
   if (job.dataset) entries.push(['dataset', job.dataset]);
   if (job.split) entries.push(['split', job.split]);
   entries.push(['params', h('code', {}, JSON.stringify(job.params))]);

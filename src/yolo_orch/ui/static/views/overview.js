@@ -119,7 +119,8 @@ function laneCard(lane, samples, jobs, runtime) {
       h('a', { href: `#/jobs/${id}` }, `${job.kind ?? 'job'} ${shortId(id)}`), ' ',
       job.state ? stateBadge(job.state, job.cancel_requested) : '', ' ', progressBar(job));
   });
-  card.append(running.length ? h('ul', { class: 'lane-jobs' }, running) : h('p', { class: 'muted' }, 'No job.'));
+  if (running.length) card.append(h('ul', { class: 'lane-jobs' }, running));
+  else if (!lane.streams?.length) card.append(h('p', { class: 'muted' }, 'No job.'));
   const streamsOfLane = laneStreams(lane);
   if (streamsOfLane) card.append(streamsOfLane);
   if (lane.models.length) card.append(h('p', { class: 'muted' }, `Loaded: ${lane.models.join(', ')}`));
