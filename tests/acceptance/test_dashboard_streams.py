@@ -274,3 +274,5 @@ def test_streams_in_trouble_and_lane_shares_read_plainly(
     # At a phone's width the wide tables scroll inside the card; the page does not widen.
     page.wait_for_function("() => document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(page, "streams-trouble")
+    page.emulate_media(color_scheme="dark")
+    screenshot(page, "streams-trouble-dark")

@@ -25,8 +25,7 @@ export function healthBadge(health) {
 }
 
 const known = (value) => value !== null && value !== undefined;
-const fps = (value) => (known(value) ? Number(value).toFixed(1) : '–');
-const ms = (value) => (known(value) ? Number(value).toFixed(1) : '–');
+const oneDecimal = (value) => (known(value) ? Number(value).toFixed(1) : '–');
 const total = (sources, key) => sources.reduce((sum, source) => sum + (source[key] ?? 0), 0);
 
 // One stream's card. `update(job)` redraws it from a job event; the snapshot element is kept
@@ -63,8 +62,8 @@ export function streamCard(job) {
     }
     figures.replaceChildren(
       tile('frames', 'frames processed', next.progress?.total ? `${next.progress.done}/${next.progress.total}` : next.progress?.done ?? 0),
-      tile('fps', 'fps in / out', `${fps(detail.fps_in)} / ${fps(detail.fps_out)}`),
-      tile('latency', 'latency p50 / p99 (ms)', `${ms(detail.latency_ms?.p50)} / ${ms(detail.latency_ms?.p99)}`),
+      tile('fps', 'fps in / out', `${oneDecimal(detail.fps_in)} / ${oneDecimal(detail.fps_out)}`),
+      tile('latency', 'latency p50 / p99 (ms)', `${oneDecimal(detail.latency_ms?.p50)} / ${oneDecimal(detail.latency_ms?.p99)}`),
       tile('dropped', 'frames dropped', total(shown, 'frames_dropped')),
       tile('reconnects', 'reconnects', total(shown, 'reconnects')),
     );
@@ -91,7 +90,7 @@ function sourcesTable(sources) {
       h('td', { class: 'mono source-name' }, source.source),
       h('td', {}, known(source.health) ? healthBadge(source.health) : '–'),
       cell(source.frames_read), cell(source.frames_processed), cell(source.frames_dropped),
-      cell(source.reconnects), h('td', {}, fps(source.fps_in)), h('td', {}, fps(source.fps_out))))));
+      cell(source.reconnects), h('td', {}, oneDecimal(source.fps_in)), h('td', {}, oneDecimal(source.fps_out))))));
 }
 
 // A row per source, zone or line, and class: zones count `inside` now and tracks going `in` and
@@ -183,7 +182,7 @@ export function laneStreams(lane) {
   if (!known(lane.stream_slots) && !lane.streams?.length) return null;
   const asked = (lane.streams ?? []).reduce((sum, stream) => sum + (stream.fps_asked ?? 0), 0);
   const share = h('p', { class: 'muted lane-stream-share' },
-    `Streams: ${lane.streams?.length ?? 0}/${lane.stream_slots ?? '–'} · ${fps(asked)} of ${fps(lane.stream_fps)} fps asked`);
+    `Streams: ${lane.streams?.length ?? 0}/${lane.stream_slots ?? '–'} · ${oneDecimal(asked)} of ${oneDecimal(lane.stream_fps)} fps asked`);
   if (!lane.streams?.length) return share;
   return h('div', { class: 'lane-streams' }, share,
     h('ul', { class: 'lane-jobs' }, lane.streams.map((stream) => h('li', { 'data-lane-stream': stream.job_id, 'data-fps-asked': stream.fps_asked },
@@ -191,7 +190,7 @@ export function laneStreams(lane) {
       ' ', h('span', { class: 'stream-fps' }, laneFps(stream.fps_out, stream.fps_asked))))));
 }
 
-const laneFps = (out, asked) => `${fps(out)} of ${fps(asked)} fps`;
+const laneFps = (out, asked) => `${oneDecimal(out)} of ${oneDecimal(asked)} fps`;
 
 // A lane's stream line, renewed from a stream job's event (its fps out as the job reports it).
 export function updateLaneStream(root, job) {
