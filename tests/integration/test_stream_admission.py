@@ -177,3 +177,23 @@ async def test_a_drain_leaves_streams_at_once_and_the_next_start_resumes_them(
         assert resumed["attempt"] == 1
         await client.post(f"/v1/jobs/{job_id}/cancel")
         await until(client, job_id, lambda j: j["state"] == "cancelled")
+
+
+async def test_zones_and_lines_count_on_a_server_with_its_database_on_disk(
+    data: Path, settings_factory: Callable[..., Settings]
+) -> None:
+    # params read back from the store's JSON: points are lists there
+    settings = settings_factory(runtime="simulated", database_url="", data_roots=[data])
+    line = {"name": "mid", "start": [0.5, 0.0], "end": [0.5, 1.0]}
+    zone = {"name": "left", "points": [[0, 0], [0.5, 0], [0.5, 1], [0, 1]]}
+    async with serve(create_app(settings)) as client:
+        job_id = await submitted(
+            client, stream(max_fps=10, track="bytetrack", lines=[line], zones=[zone])
+        )
+        found = await until(client, job_id, lambda j: frames(j) > 0)
+        assert found["state"] == "running", found
+        (counts,) = found["progress"]["detail"]["counts"]
+        assert set(counts["lines"]) == {"mid"}
+        assert set(counts["zones"]) == {"left"}
+        await client.post(f"/v1/jobs/{job_id}/cancel")
+        await until(client, job_id, lambda j: j["state"] == "cancelled")

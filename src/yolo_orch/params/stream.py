@@ -26,7 +26,9 @@ MAX_SOURCES = 16
 """Sources one stream job may read."""
 
 Coordinate = Annotated[float, Field(ge=0, le=1)]
-Point = tuple[Coordinate, Coordinate]
+Point = Annotated[list[Coordinate], Field(min_length=2, max_length=2)]
+"""[x, y]: a list, not a tuple, so that params read back from the store's JSON validate
+strictly (`StrictParams.from_job`)."""
 
 
 class ZoneParams(StrictParams):

@@ -161,8 +161,8 @@ class _Session:
         self._feed = feed
         self.captures: list[Capture] = []
         self._followers: dict[int, Follower] = {}
-        self._zones = [Zone(zone.name, tuple(zone.points)) for zone in params.zones]
-        self._lines = [Line(line.name, line.start, line.end) for line in params.lines]
+        self._zones = [Zone(zone.name, tuple(map(_xy, zone.points))) for zone in params.zones]
+        self._lines = [Line(line.name, _xy(line.start), _xy(line.end)) for line in params.lines]
         self._counts: dict[int, Counts] = {}
         self._stats: dict[int, SourceStats] = {}
         self._event_every = 1.0 / params.events_max_hz
@@ -304,6 +304,10 @@ _HEALTH_ORDER = [
     StreamHealth.RECONNECTING,
     StreamHealth.SOURCE_LOST,
 ]
+
+
+def _xy(point: list[float]) -> tuple[float, float]:
+    return point[0], point[1]
 
 
 def _seen(detection: JsonObject, width: int, height: int) -> Seen | None:
