@@ -268,10 +268,8 @@ class _Streams(Collector):
             if isinstance(quantiles, dict):
                 _add(latency, [job_id, "0.5"], quantiles.get("p50"))
                 _add(latency, [job_id, "0.99"], quantiles.get("p99"))
-            sources = detail.get("sources")
-            if isinstance(sources, list):
-                drops = [s.get("frames_dropped") for s in sources if isinstance(s, dict)]
-                _add(dropped, [job_id], sum(d for d in drops if isinstance(d, int)))
+            drops = [source.get("frames_dropped") for source in _items(detail.get("sources"))]
+            _add(dropped, [job_id], sum(drop for drop in drops if isinstance(drop, int)))
             for source, kind, name, direction, cls, value in _count_rows(detail.get("counts")):
                 _add(counts, [job_id, source, kind, name, direction, cls], value)
         return [fps_in, fps_out, latency, dropped, counts]
