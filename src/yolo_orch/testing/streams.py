@@ -13,6 +13,7 @@ or a cut network looks to a client (which then only learns of it from its own re
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import http.server
@@ -71,7 +72,29 @@ def rtsp_unavailable() -> str | None:
     return None if answer == "ok" else answer
 
 
-class RtspServer:
+class _Source(abc.ABC):
+    """A test source: started on entering a `with`, stopped on leaving it."""
+
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class RtspServer(_Source):
     """`rtsp_server.py` as a subprocess: `mounts` cameras at rtsp://127.0.0.1:{port}/cam{i}."""
 
     def __init__(
@@ -194,20 +217,8 @@ class RtspServer:
         self._stderr = None
         return text
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class MjpegServer:
+class MjpegServer(_Source):
     """An HTTP MJPEG camera at http://127.0.0.1:{port}/stream.mjpg: a filled rectangle gliding
     across a plain background, `fps` frames a second, the same frame to every client at a time.
 
@@ -266,18 +277,6 @@ class MjpegServer:
     def frame(self, at: float) -> bytes:
         """The JPEG shown at `at` (seconds on the monotonic clock)."""
         return self._frames[int(at * self.fps) % len(self._frames)]
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def render_frames(width: int, height: int, step: int = 8) -> list[bytes]:
