@@ -32,11 +32,13 @@ from yolo_orch.client.shapes import (
     ModelDetail,
     Variant,
 )
+from yolo_orch.client.streams import AsyncStreams
 from yolo_orch.client.wire import Json
 
 
-class AsyncClient:
-    """`async with AsyncClient(url, token) as client: job = await client.submit(...)`."""
+class AsyncClient(AsyncStreams):
+    """`async with AsyncClient(url, token) as client: job = await client.submit(...)`; stream
+    jobs' methods are `client.streams.AsyncStreams`'."""
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from yolo_orch.api.device_schemas import DeviceList as Devices
 from yolo_orch.api.device_schemas import LanePublic as Lane
@@ -32,6 +32,7 @@ from yolo_orch.domain.results import (
     TrainingResultDetail,
     ValidationResultDetail,
 )
+from yolo_orch.domain.stream_results import StreamFrame, StreamResultDetail
 
 __all__ = [
     "Artifact",
@@ -52,6 +53,9 @@ __all__ = [
     "ModelDetail",
     "Node",
     "Progress",
+    "StreamFrameEntry",
+    "StreamFramePage",
+    "StreamResultDetail",
     "TrainingResultDetail",
     "ValidationResultDetail",
     "Variant",
@@ -71,6 +75,29 @@ class JobEvent:
     id: str | None
     event: str
     job: Job
+
+
+class StreamFrameEntry(StreamFrame):
+    """One frame of a stream job, numbered: `seq` grows by one a frame, across restarts."""
+
+    # The server's own shape forbids fields it does not know; a newer server may add some.
+    model_config = ConfigDict(extra="ignore")
+    seq: int
+
+
+class StreamFramePage(BaseModel):
+    """A page of a stream job's frames (GET /v1/jobs/{id}/result?since=N)."""
+
+    frames: list[StreamFrameEntry]
+    next_since: int
+    """The `since` of the next page: the last frame's `seq`, or the `since` asked when none came."""
+    oldest: int | None
+    """The `seq` of the oldest frame the server still keeps (None: none yet)."""
+
+    def missed(self, since: int) -> int:
+        """How many frames after `since` were deleted before this page read them (the server
+        keeps a stream's latest segments only)."""
+        return 0 if self.oldest is None else max(0, self.oldest - since - 1)
 
 
 IMAGE_RESULT: TypeAdapter[Any] = TypeAdapter(ImageResult)

@@ -31,12 +31,14 @@ from yolo_orch.client.shapes import (
     ModelDetail,
     Variant,
 )
+from yolo_orch.client.streams import SyncStreams
 from yolo_orch.client.wire import Json
 
 
-class Client:
+class Client(SyncStreams):
     """`Client(url, token)`; both default to $YOLO_ORCH_URL and $YOLO_ORCH_TOKEN (else
-    http://127.0.0.1:8000, no token). Use it as a context manager, or call `close()`."""
+    http://127.0.0.1:8000, no token). Use it as a context manager, or call `close()`. Stream
+    jobs' methods (`submit_stream`, `stream_frames`, ...) are `client.streams.SyncStreams`'."""
 
     def __init__(
         self,

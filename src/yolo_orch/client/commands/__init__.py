@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from yolo_orch.client import render
-from yolo_orch.client.commands import jobs, submit
+from yolo_orch.client.commands import jobs, streams, submit
 from yolo_orch.client.commands.common import AsJson, Token, Url, connect, out
 from yolo_orch.client.commands.registry import models_app, variants_app
 from yolo_orch.client.wire import DEFAULT_URL
@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
         ("result", jobs.result),
     ):
         app.command(name, rich_help_panel="Jobs")(command)
+    app.command("stream", rich_help_panel="Streams")(streams.stream)
+    app.command("frames", rich_help_panel="Streams")(streams.frames)
+    app.command("snapshot", rich_help_panel="Streams")(streams.snapshot)
     app.add_typer(models_app, name="models", rich_help_panel="Host")
     app.add_typer(variants_app, name="variants", rich_help_panel="Host")
     app.command(rich_help_panel="Host")(devices)
