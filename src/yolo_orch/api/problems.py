@@ -37,6 +37,8 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.ArtifactNotFound: 404,
     errors.UploadNotFound: 404,
     errors.FramesNotFound: 404,
+    errors.SnapshotNotFound: 404,
+    errors.NotAStream: 422,
     errors.InvalidJob: 422,
     errors.InvalidCursor: 422,
     errors.InvalidWeights: 422,

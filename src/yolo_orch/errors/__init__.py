@@ -61,14 +61,12 @@ class FramesNotFound(YoloOrchError):
         super().__init__(f"entry {entry} of job {job_id}'s result is not a video with frames")
 
 
-class SnapshotNotFound(ArtifactNotFound):
-    """A 404 as a missing artifact is (the API maps statuses by class), with a code of its own."""
-
+class SnapshotNotFound(YoloOrchError):
     code = ErrorCode.SNAPSHOT_NOT_FOUND
 
     def __init__(self, job_id: str) -> None:
-        YoloOrchError.__init__(
-            self, f"job {job_id} has no snapshot: it is not a stream, or none was written yet"
+        super().__init__(
+            f"job {job_id} has no snapshot: it is not a stream, or none was written yet"
         )
 
 
@@ -126,14 +124,13 @@ class InvalidJob(YoloOrchError):
         self.code = code
 
 
-class NotAStream(InvalidJob):
-    """`since` pages a stream's frames: a 422 as other requests that cannot be served here."""
+class NotAStream(YoloOrchError):
+    code = ErrorCode.NOT_A_STREAM
 
     def __init__(self, job_id: str, kind: str) -> None:
         super().__init__(
             f"job {job_id} is a {kind} job: `since` pages the frames of stream jobs only "
-            "(page other results with `offset` and `limit`)",
-            code=ErrorCode.NOT_A_STREAM,
+            "(page other results with `offset` and `limit`)"
         )
 
 

@@ -49,8 +49,9 @@ class FrameFeed:
         """The job's run ended: its frames are in its segments."""
         with self._lock:
             latest = self._jobs.pop(job_id, None)
-        if latest is not None and self._loop is not None:
-            for waiter in latest.waiters:
+            waiters = list(latest.waiters) if latest is not None else []
+        if self._loop is not None:
+            for waiter in waiters:  # a copy: a waiter leaves the set on the loop meanwhile
                 with contextlib.suppress(RuntimeError):
                     self._loop.call_soon_threadsafe(waiter.set)
 
