@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
 from tests.support.problems import assert_problem, wait_state
+from tests.support.sse import parse_sse
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 
@@ -335,17 +336,6 @@ async def test_openapi_documents_the_job_routes(client: httpx.AsyncClient) -> No
     assert set(submit["responses"]["200"]["headers"]) == {"Preference-Applied"}
     for status in ("429", "503"):
         assert set(submit["responses"][status]["headers"]) == {"Retry-After"}
-
-
-def parse_sse(text: str) -> list[dict[str, Any]]:
-    events = []
-    for block in text.strip().split("\n\n"):
-        fields = dict(
-            line.split(": ", 1) for line in block.splitlines() if not line.startswith(":")
-        )
-        if fields:
-            events.append({**fields, "data": json.loads(fields["data"])})
-    return events
 
 
 async def test_events_follow_a_job_to_its_end(client: httpx.AsyncClient) -> None:

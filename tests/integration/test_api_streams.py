@@ -6,7 +6,6 @@ fake detector: one person crossing the frame left to right every 4 s): their fra
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,6 +15,7 @@ import pytest
 
 from tests.conftest import serve, sim_job, wait_terminal
 from tests.support.problems import assert_problem, wait_state
+from tests.support.sse import parse_sse
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.testing.streams import MjpegServer, RtspServer
@@ -77,17 +77,6 @@ async def cancelled(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
     job = await wait_terminal(client, job_id, deadline_s=20)
     assert job["state"] == "cancelled", job
     return job
-
-
-def parse_sse(text: str) -> list[dict[str, Any]]:
-    events = []
-    for block in text.strip().split("\n\n"):
-        fields = dict(
-            line.split(": ", 1) for line in block.splitlines() if not line.startswith(":")
-        )
-        if fields:
-            events.append({**fields, "data": json.loads(fields["data"])})
-    return events
 
 
 async def test_frames_are_paged_with_since_while_running_and_after(
