@@ -90,6 +90,8 @@ def test_no_server_error_and_no_response_breaks_its_schema(server: Server, tmp_p
 
 DOCUMENTED_REFUSALS = {
     ("GET /v1/jobs", "invalid_cursor"): "did not issue is refused (422 `invalid_cursor`)",
+    ("GET /v1/jobs/{job_id}/result", "invalid_request"): "is refused (422 `invalid_request`)",
+    ("GET /v1/jobs/{job_id}/result", "not_a_stream"): "another kind: 422 `not_a_stream`",
     ("POST /v1/jobs", "invalid_request"): "model `sim` only (422 with any other)",
     ("POST /v1/jobs/inference", "invalid_request"): "model `sim` only (422 with any other)",
     ("POST /v1/models", "no_model_roots"): "`no_model_roots` otherwise",

@@ -144,7 +144,7 @@ RESULT_PAGE_MAX = 1000
     "next page (the last frame's `seq`, or `since` when none came yet) and `oldest` the `seq` "
     "of the oldest frame still kept (older segments are deleted as new ones start: a `since` "
     "below `oldest - 1` missed some); `limit` frames at most. `since` on a job of another kind: "
-    "422 `not_a_stream`.",
+    "422 `not_a_stream`; `since` with `offset` or `entry` is refused (422 `invalid_request`).",
     responses={
         200: {"model": JobResultDetail},
         **RANGE_RESPONSES,
