@@ -57,8 +57,8 @@ from typing import Any
 import httpx
 
 from bench._server import percentile
-from bench._yolo import JOB_TIMEOUT_S, MODEL, inference_job, real_server, workspace
-from yolo_orch.testing import Server, wait_for, wait_terminal
+from bench._yolo import MODEL, real_server, workspace
+from yolo_orch.testing import Server, wait_for
 from yolo_orch.testing.server import read_cpu_s
 from yolo_orch.testing.streams import RtspServer, rtsp_unavailable
 
@@ -168,18 +168,6 @@ def segment_frames(server: Server, job_id: str) -> list[dict[str, Any]]:
         for line in text.splitlines(keepends=True)
         if line.endswith("\n")
     ]
-
-
-def prime_weights(server: Server, imgsz: int) -> None:
-    """One inference job before any stream. A stream's hub loads its model on a thread of its
-    own, where the runtime's `resolve` (`runners/yolo.py`) can only answer from the weights a
-    worker thread resolved before: `anyio.from_thread.run` fails there (NoEventLoopError) and
-    the stream fails with it. A batch job of the model resolves them (and they stay kept)."""
-    with server.client(timeout=30) as client:
-        job = client.post("/v1/jobs", json=inference_job(["prime/img0.jpg"], imgsz)).json()
-        ended = wait_terminal(client, job["id"], JOB_TIMEOUT_S)
-        if ended["state"] != "succeeded":
-            raise RuntimeError(f"priming inference job: {ended['state']} {ended.get('error')}")
 
 
 def wait_ended(client: httpx.Client, job_id: str) -> None:
@@ -407,7 +395,7 @@ def main() -> None:
     )
     best = {"yolo-orch": 0, "ultralytics": 0}
     with (
-        workspace({"prime": 1}) as ws,
+        workspace({}) as ws,
         RtspServer(mounts=args.max_cameras, width=640, height=480, fps=CAMERA_FPS) as cameras,
         real_server(
             ws,
@@ -418,7 +406,6 @@ def main() -> None:
             stream_allowed_hosts=["127.0.0.1"],
         ) as server,
     ):
-        prime_weights(server, args.imgsz)
         assert cameras.process is not None
         args.camera_pid = cameras.process.pid
         print(HEADER)
