@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -283,3 +284,21 @@ def test_the_servers_refusals_end_the_commands_with_their_exit_codes(
     assert "(snapshot_not_found)" in no_snapshot.stderr
     assert not_allowed.exit_code == ExitCode.USAGE
     assert "(source_not_allowed)" in not_allowed.stderr
+
+
+def test_status_and_devices_show_a_running_stream(
+    client: Client, cli: Callable[..., Result]
+) -> None:
+    job = client.submit_stream("sim", ["clip.mp4"], params=FAST)
+    try:
+        _eventually(lambda: client.job(job.id), lambda j: j.progress is not None)
+        status = cli("status", job.id)
+        assert status.exit_code == 0, status.output
+        assert "sources   clip.mp4" in status.output
+        assert re.search(r"progress  \d+ frames, live, [\d.]+/[\d.]+ fps", status.output)
+        devices = cli("devices")
+        assert devices.exit_code == 0, devices.output
+        assert "STREAMS" in devices.output
+        assert re.search(r"1/\d+: [\d.]+ of [\d.]+ fps", devices.output)
+    finally:
+        _cancel(client, job.id)

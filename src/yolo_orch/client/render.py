@@ -38,7 +38,22 @@ def progress_text(job: Job) -> str:
     progress = job.progress
     if progress is None:
         return "-"
+    if job.kind == "stream":  # no total: it runs until it is cancelled or ends
+        return stream_progress(progress.done, progress.detail or {})
     return f"{progress.done}/{progress.total} {progress.unit}"
+
+
+def stream_progress(frames: int, detail: dict[str, Any]) -> str:
+    """`412 frames, live, 5.0/5.0 fps, p99 41 ms`: a stream's frames and health."""
+    text = f"{frames} frames"
+    if health := detail.get("health"):
+        text += f", {health}"
+    if (fps_in := detail.get("fps_in")) is not None:
+        text += f", {detail.get('fps_out', 0):.1f}/{fps_in:.1f} fps"
+    p99 = (detail.get("latency_ms") or {}).get("p99")
+    if p99 is not None:
+        text += f", p99 {p99:.0f} ms"
+    return text
 
 
 def job_line(job: Job) -> str:
@@ -78,6 +93,8 @@ def job_details(job: Job) -> Table:
         if len(job.inputs) > 5:
             shown += f", ... ({len(job.inputs)} in all)"
         grid.add_row("inputs", Text(shown))
+    if job.sources:  # as the server shows them: credentials redacted
+        grid.add_row("sources", Text(", ".join(job.sources)))
     grid.add_row("progress", progress_text(job))
     if job.error:
         grid.add_row("error", Text(f"{job.error.message} ({job.error.code})", "red"))
@@ -200,16 +217,26 @@ def devices_table(devices: Devices) -> Table:
         columns.append(("TEMP", lambda lane: _maybe(lane.temperature_c, "{} °C")))
     if any(lane.power_w is not None for lane in lanes):
         columns.append(("POWER", lambda lane: _maybe(lane.power_w, "{:.0f} W")))
+    if any(lane.streams for lane in lanes):
+        columns.append(("STREAMS", _streams))
     if any(lane.batch_sizes for lane in lanes):
         columns.append(("BATCHES", lambda lane: batch_sizes(lane.batch_sizes)))
     for name, _ in columns:
-        if name in ("JOBS", "MODELS"):
+        if name in ("JOBS", "MODELS", "STREAMS"):
             table.add_column(name, overflow="fold")
         else:
             table.add_column(name, justify="left" if name == "LANE" else "right")
     for lane in lanes:
         table.add_row(*(cell(lane) for _, cell in columns))
     return table
+
+
+def _streams(lane: Lane) -> Text:
+    """`2/4: 9.8 of 10 fps`: the lane's streams, and the frames per second they get of what
+    they ask."""
+    out = sum(stream.fps_out or 0 for stream in lane.streams)
+    asked = sum(stream.fps_asked for stream in lane.streams)
+    return Text(f"{len(lane.streams)}/{lane.stream_slots}: {out:.1f} of {asked:g} fps")
 
 
 def _lane_name(lane: Lane) -> Text:

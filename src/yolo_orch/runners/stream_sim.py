@@ -25,10 +25,13 @@ frames that come meanwhile wait for the next pass, which they then share."""
 class SimStreamModel:
     def __init__(self, pass_s: float = SIM_PASS_S) -> None:
         self._pass_s = pass_s
+        self._laps_before = int(time.time() // SIM_LAP_S)
+        """Laps are numbered from the model's load: the first person is track 1."""
 
     def predict(self, frames: Sequence[Pixels]) -> list[object]:
         time.sleep(self._pass_s)
         lap, into = divmod(time.time(), SIM_LAP_S)
+        lap -= self._laps_before
         return [{"lap": int(lap), "x": into / SIM_LAP_S} for _ in frames]
 
     def follower(self, params: StreamParams) -> Follower:
