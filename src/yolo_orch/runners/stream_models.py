@@ -92,7 +92,8 @@ class _YoloFollower:
 
     def annotated(self, result: object, frame: Frame) -> Pixels:
         """The frame with its last detections drawn (tracked ones, with their ids)."""
-        drawn: Pixels = (self._last or _results(result)).plot()
+        shown = self._last if self._last is not None else _results(result)
+        drawn: Pixels = shown.plot()
         return drawn
 
 
