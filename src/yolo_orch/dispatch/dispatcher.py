@@ -8,9 +8,6 @@ import contextlib
 import logging
 from collections.abc import Sequence
 
-import anyio
-import anyio.to_thread
-
 from yolo_orch.dispatch.batching import (
     BatchPolicy,
     companions,
@@ -25,7 +22,15 @@ from yolo_orch.dispatch.queue_head import QueueHead
 from yolo_orch.dispatch.recovery import settle_left_running
 from yolo_orch.dispatch.run_limits import RunLimits
 from yolo_orch.dispatch.run_records import OnRunEnd, ProgressWriter, fail_beside, record_outcomes
-from yolo_orch.dispatch.runs import Batch, OnBatch, Run, outcome_of, run_context, with_result_kept
+from yolo_orch.dispatch.runs import (
+    Batch,
+    OnBatch,
+    Run,
+    leave_running,
+    outcome_of,
+    run_context,
+    with_result_kept,
+)
 from yolo_orch.dispatch.watchdog import Watchdog
 from yolo_orch.domain import Job, JobError, Outcome, Progress, QueueOrder, claimed
 from yolo_orch.errors import ErrorCode, RunLost
@@ -168,7 +173,8 @@ class Dispatcher:
             await self._wakeup.wait()
 
     async def drain(self, grace_s: float) -> None:
-        """Admit nothing more; give running jobs `grace_s` to finish, then abandon the rest.
+        """Admit nothing more; give running jobs `grace_s` to finish (streams none: they never
+        end by themselves), then abandon the rest (`leave_running`).
 
         Abandoned jobs stay RUNNING in the store, so recovery requeues them on the next start.
         """
@@ -179,22 +185,7 @@ class Dispatcher:
             for run in self._runs.values():
                 if run.task is not None:
                     runs.setdefault(run.task, []).append(run)
-        if not runs:
-            return
-        # Streams never end by themselves: they are left at once, to resume at the next start.
-        streams = {task for task, task_runs in runs.items() if any(r.stream for r in task_runs)}
-        others = runs.keys() - streams
-        pending = set(streams)
-        if others:
-            pending |= (await asyncio.wait(others, timeout=grace_s))[1]
-        abandoned = [run.job_id for task in pending for run in runs[task]]
-        for task in pending:
-            for run in runs[task]:  # cooperative runners stop soon; the outcome is not recorded
-                run.cancel.set()
-            task.cancel()
-        if abandoned:  # a graceful stop, not a crash: these need not run alone at the next start
-            await anyio.to_thread.run_sync(self._files.note_abandoned, abandoned)
-        await asyncio.gather(*pending, return_exceptions=True)
+        abandoned = await leave_running(runs, grace_s, self._files)
         self.abandoned += len(abandoned)
         if abandoned:
             log.warning("left %d running job(s) for recovery at the next start", len(abandoned))

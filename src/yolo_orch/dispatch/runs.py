@@ -85,6 +85,32 @@ def run_context(
     )
 
 
+async def leave_running(
+    runs: dict[asyncio.Task[None], list[Run]], grace_s: float, files: JobFiles
+) -> list[str]:
+    """Give the runs (by the task running them) `grace_s` to end, then leave the rest: each
+    told to stop (cooperative runners stop soon), its task cancelled so that no outcome is
+    recorded, and noted as left by a graceful stop (they need not run alone at the next start).
+    Streams never end by themselves: they are left at once, to resume at the next start. The
+    jobs left, which stay RUNNING for recovery."""
+    if not runs:
+        return []
+    streams = {task for task, task_runs in runs.items() if any(run.stream for run in task_runs)}
+    others = runs.keys() - streams
+    pending = set(streams)
+    if others:
+        pending |= (await asyncio.wait(others, timeout=grace_s))[1]
+    left = [run.job_id for task in pending for run in runs[task]]
+    for task in pending:
+        for run in runs[task]:
+            run.cancel.set()
+        task.cancel()
+    if left:
+        await anyio.to_thread.run_sync(files.note_abandoned, left)
+    await asyncio.gather(*pending, return_exceptions=True)
+    return left
+
+
 def outcome_of(run: Run, job_id: str, raw: BatchOutcome, shown: ShownPaths) -> Outcome:
     """The outcome to record for a run that returned or raised `raw`: a stop the watchdog asked
     for wins over what the runner made of it. What was raised names the server's files as
