@@ -109,10 +109,12 @@ def test_a_large_result_is_streamed_from_disk_whole_and_in_pages(
 
     def read_pages(_: int) -> int:
         seen, offset = 0, 0
-        # Parsing a page of 60,000 detections beside seven other readers can take this thread
-        # seconds; a connection idle for uvicorn's keep-alive timeout (5 s, httpx's own expiry
-        # too) may be closed by the server just as the next page is asked on it.
-        limits = httpx.Limits(keepalive_expiry=1.0)
+        # A connection per page. uvicorn's keep-alive timer (5 s) starts once a page is sent,
+        # while this thread, beside fifteen others, may still be draining the socket's few MB
+        # of a 10 MB page and then parsing its 60,000 detections for seconds: a kept
+        # connection can be closed by the server just as the next page is asked on it
+        # ("Server disconnected without sending a response", twice in full runs).
+        limits = httpx.Limits(max_keepalive_connections=0)
         with httpx.Client(timeout=60, limits=limits) as client:
             while offset is not None:
                 page = client.get(url, params={"offset": offset, "limit": 1000}).json()
