@@ -120,8 +120,9 @@ class Lanes:
         for lane_id in lane_ids:
             if lane_id not in known:
                 streams, fps = self._stream_shares(lane_id)
-                lane = Lane(lane_id, self._next_index, self._slots, stream_slots=streams)
-                lane.stream_fps = fps
+                lane = Lane(
+                    lane_id, self._next_index, self._slots, stream_slots=streams, stream_fps=fps
+                )
                 self._lanes.append(lane)
                 self._next_index += 1
 

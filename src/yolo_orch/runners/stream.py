@@ -199,7 +199,9 @@ class _Session:
             follower = self._followers[frame.source] = model.follower(self._params)
         detections = follower.detections(result, frame)
         height, width = frame.pixels.shape[:2]
-        counts = self._counts.setdefault(frame.source, self._new_counts())
+        counts = self._counts.get(frame.source)
+        if counts is None:  # its first frame (setdefault would build Counts every frame)
+            counts = self._counts[frame.source] = self._new_counts()
         seen = [_seen(found, width, height) for found in detections]
         events = counts.update([place for place in seen if place is not None])
         now = time.monotonic()
@@ -216,7 +218,10 @@ class _Session:
                 "events": events,
             }
         )
-        self._stats.setdefault(frame.source, SourceStats()).processed(now, latency_ms)
+        stats = self._stats.get(frame.source)
+        if stats is None:
+            stats = self._stats[frame.source] = SourceStats()
+        stats.processed(now, latency_ms)
         self.frames += 1
         self.shared_frames += shared
         if now >= self._next_event:
