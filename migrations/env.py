@@ -6,11 +6,11 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
+from yolo_orch.store.schema import METADATA
 from yolo_orch.store.sqlite_db import sync_url
-from yolo_orch.store.tables import JobRow
 
 config = context.config
-target_metadata = JobRow.metadata
+target_metadata = METADATA
 database_url = config.get_main_option("sqlalchemy.url")
 if database_url is None:
     raise RuntimeError("set sqlalchemy.url; yolo_orch.store.migrate.alembic_config does")

@@ -19,9 +19,9 @@ from yolo_orch.store.migrate import (
     head_revision,
     upgrade_to_head,
 )
+from yolo_orch.store.schema import METADATA
 from yolo_orch.store.sqlite import _list_query
 from yolo_orch.store.sqlite_db import sync_url
-from yolo_orch.store.tables import JobRow
 
 
 def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
     engine = create_engine(sync_url(url), poolclass=NullPool)
     try:
         with engine.connect() as conn:
-            assert compare_metadata(MigrationContext.configure(conn), JobRow.metadata) == []
+            assert compare_metadata(MigrationContext.configure(conn), METADATA) == []
     finally:
         engine.dispose()
     assert current_revision(url) == head_revision() == SCHEMA_REVISION

@@ -29,9 +29,11 @@ class HeldClaims(InMemoryJobStore):
         super().__init__()
         self.open = asyncio.Event()
 
-    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+    async def claim(
+        self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
+    ) -> Job | None:
         await self.open.wait()
-        return await super().claim(job_id, devices, now)
+        return await super().claim(job_id, devices, now, model_id)
 
 
 async def test_a_run_starts_before_its_claim_and_a_cancel_meanwhile_stops_it(
@@ -152,7 +154,9 @@ async def test_a_cluster_run_started_before_its_claim_landed_is_followed_after_a
 
 
 class FailingClaims(InMemoryJobStore):
-    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+    async def claim(
+        self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
+    ) -> Job | None:
         raise RuntimeError("the process died here")
 
 

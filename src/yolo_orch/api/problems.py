@@ -54,6 +54,8 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.ModelTampered: 409,
     errors.IdempotencyKeyReused: 422,
     errors.JobAlreadyFinished: 409,
+    errors.DependencyNotFound: 422,
+    errors.DependencyFailed: 422,
     errors.ResultNotReady: 409,
     errors.NoResult: 409,
     errors.QueueFull: 429,

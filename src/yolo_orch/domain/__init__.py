@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
+from yolo_orch.domain.chains import Dependency
 from yolo_orch.domain.specs import (
     ExportSpec,
     InferenceSpec,
@@ -21,6 +22,7 @@ from yolo_orch.domain.specs import (
     TrainingSpec,
     ValidationSpec,
 )
+from yolo_orch.domain.webhooks import WebhookTarget
 from yolo_orch.errors import ErrorCode, InvalidJobInput
 
 JsonObject = dict[str, Any]
@@ -125,6 +127,17 @@ class NewJob:
     `sim`). The store refuses the job if that model is gone or unusable."""
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
     """Chosen before the store keeps the job, so that uploaded inputs can go to its folder."""
+    after: tuple[Dependency, ...] = ()
+    """Jobs it waits for (queued, unstartable) until they end (`domain.chains`)."""
+    parent_id: str | None = None
+    """The job whose chain (`then`) made this one, a step of it."""
+    chain_id: str | None = None
+    """The first job of its chain (its own id for that job); None outside a chain."""
+    unique_key: str | None = None
+    unique_for_s: float = 0.0
+    """With `unique_key`: a job with the same key, queued or running and created less than
+    `unique_for_s` ago, is returned instead of a new one (Oban's unique jobs)."""
+    webhook: WebhookTarget | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "spec", spec_of(self.kind, self.spec))
@@ -156,6 +169,14 @@ class Job:
     idempotency_key: str | None = None
     request_fingerprint: str | None = None
     model_id: str | None = None
+    """The registry model it runs: for a model named by alias (`name@alias`) or by the job
+    that produces it (`job:<id>`), the one that reference named when the job started."""
+    parent_id: str | None = None
+    chain_id: str | None = None
+    unique_key: str | None = None
+    webhook: WebhookTarget | None = None
+    blocked: bool = False
+    """Queued, waiting for the jobs it depends on to end (`NewJob.after`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "spec", spec_of(self.kind, self.spec))
@@ -298,6 +319,8 @@ class QueueOrder:
 class JobFilter:
     states: tuple[JobState, ...] = ()
     kinds: tuple[JobKind, ...] = ()
+    chain_id: str | None = None
+    """Only the jobs of this chain (its first job's id), that job included."""
 
     def __post_init__(self) -> None:
         # Each once: a query repeating a value a thousand times asks for nothing more.

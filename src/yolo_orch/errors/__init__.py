@@ -235,6 +235,23 @@ class IdempotencyKeyReused(YoloOrchError):
         self.job_id = job_id
 
 
+class DependencyNotFound(YoloOrchError):
+    code = ErrorCode.DEPENDENCY_NOT_FOUND
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id}, named in after/after_ok, does not exist")
+        self.job_id = job_id
+
+
+class DependencyFailed(YoloOrchError):
+    code = ErrorCode.DEPENDENCY_FAILED
+
+    def __init__(self, job_id: str, state: str) -> None:
+        super().__init__(f"job {job_id}, named in after_ok, is {state}: this job could never run")
+        self.job_id = job_id
+        self.state = state
+
+
 class JobAlreadyFinished(YoloOrchError):
     code = ErrorCode.JOB_FINISHED
 

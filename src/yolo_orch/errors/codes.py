@@ -108,6 +108,14 @@ class ErrorCode(enum.StrEnum):
         "The job is not a stream, or its stream has written no snapshot yet.",
     )
     MODEL_NOT_FOUND = "model_not_found", "No model of this name or id on this host."
+    DEPENDENCY_NOT_FOUND = (
+        "dependency_not_found",
+        "A job named in `after` or `after_ok` does not exist.",
+    )
+    DEPENDENCY_FAILED = (
+        "dependency_failed",
+        "A job this one waited for with `after_ok` did not succeed: it will never run.",
+    )
     VARIANT_NOT_FOUND = "variant_not_found", "No exported variant with this id."
     MODEL_NAME_TAKEN = "model_name_taken", "Another model already has this name."
     MODEL_IN_USE = "model_in_use", "Queued or running jobs use the model."

@@ -125,6 +125,14 @@ class PublishingJobStore(JobStore):
             self._events.publish(job.id, job)
         return job, created
 
+    async def create_chain(
+        self, chain: list[NewJob], *, max_queued: int, now: datetime
+    ) -> list[Job]:
+        jobs = await self._inner.create_chain(chain, max_queued=max_queued, now=now)
+        for job in jobs:
+            self._events.publish(job.id, job)
+        return jobs
+
     async def get(self, job_id: str) -> Job:
         return await self._inner.get(job_id)
 
@@ -140,8 +148,10 @@ class PublishingJobStore(JobStore):
     async def counts(self) -> dict[tuple[str, str], int]:
         return await self._inner.counts()
 
-    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
-        job = await self._inner.claim(job_id, devices, now)
+    async def claim(
+        self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
+    ) -> Job | None:
+        job = await self._inner.claim(job_id, devices, now, model_id)
         if job is not None:
             self._events.publish(job.id, job)
         return job
@@ -150,9 +160,21 @@ class PublishingJobStore(JobStore):
         await self._inner.set_progress(job_id, progress)
         self._events.publish(job_id, progress_only=True)
 
+    async def switch_model(self, job_id: str, model_id: str) -> None:
+        await self._inner.switch_model(job_id, model_id)
+        self._events.publish(job_id)
+
+    def released(self) -> list[Job]:
+        return self._inner.released()
+
+    def _publish_released(self) -> None:
+        for job in self._inner.released():
+            self._events.publish(job.id, job)
+
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         job = await self._inner.finish(job_id, outcome, now)
         self._events.publish(job.id, job)
+        self._publish_released()
         return job
 
     async def kept_result(self, job_id: str) -> bytes | None:
@@ -161,6 +183,7 @@ class PublishingJobStore(JobStore):
     async def cancel(self, job_id: str, now: datetime) -> Job:
         job = await self._inner.cancel(job_id, now)
         self._events.publish(job.id, job)
+        self._publish_released()
         return job
 
     async def recover(
@@ -172,11 +195,13 @@ class PublishingJobStore(JobStore):
         jobs = await self._inner.recover(now, drained, spared)
         for job in jobs:
             self._events.publish(job.id, job)
+        self._publish_released()
         return jobs
 
     async def requeue(self, job_id: str, now: datetime) -> Job:
         job = await self._inner.requeue(job_id, now)
         self._events.publish(job.id, job)
+        self._publish_released()
         return job
 
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:

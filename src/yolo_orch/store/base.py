@@ -34,12 +34,24 @@ class JobStore(ABC):
         """Store a queued job and return it with `True`.
 
         If `new.idempotency_key` names an existing job, return that job with `False` instead
-        (raising `IdempotencyKeyReused` when its request fingerprint differs). Raise
+        (raising `IdempotencyKeyReused` when its request fingerprint differs); so too for a
+        queued or running job with `new.unique_key` created within `new.unique_for_s`. Jobs in
+        `new.after` that have not ended make the job wait (blocked) until they do; raise
+        `DependencyNotFound` for an unknown one and `DependencyFailed` for an `ok_only` one
+        that ended other than succeeded. Raise
         `ModelNotFound` when `new.model_id` names no usable model, and `QueueFull` when
         `max_queued` jobs are already queued, storing nothing. The model check shares the
         write with the insert, so a model deleted meanwhile cannot leave a job pointing at
         nothing.
         """
+
+    @abstractmethod
+    async def create_chain(
+        self, chain: list[NewJob], *, max_queued: int, now: datetime
+    ) -> list[Job]:
+        """Store the jobs of `chain` (a training and its steps, each waiting for those before
+        it through `NewJob.after`) in one write, as `create` stores one: all or none. When the
+        first one's idempotency key names an existing job, return just that job."""
 
     @abstractmethod
     async def get(self, job_id: str) -> Job:
@@ -52,8 +64,9 @@ class JobStore(ABC):
     @abstractmethod
     async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
         """Queued jobs in start order: highest priority first, then submission order; with
-        `order`, by its effective priority and only the jobs it admits. Must stay an index
-        read: the dispatcher asks on every admission pass, whatever the history."""
+        `order`, by its effective priority and only the jobs it admits. Never a job waiting for
+        others (`Job.blocked`). Must stay an index read: the dispatcher asks on every admission
+        pass, whatever the history."""
 
     @abstractmethod
     async def count_queued(self, kind: JobKind | None = None) -> int:
@@ -64,12 +77,25 @@ class JobStore(ABC):
         """How many jobs there are per (state, kind), for metrics."""
 
     @abstractmethod
-    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
-        """QUEUED -> RUNNING with `attempt + 1`; `None` if the job is no longer queued."""
+    async def claim(
+        self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
+    ) -> Job | None:
+        """QUEUED -> RUNNING with `attempt + 1` (and `model_id`, when given: the model its
+        reference names at its start); `None` if the job is no longer queued."""
 
     @abstractmethod
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         """Record progress of a running job; ignored once the job is no longer running."""
+
+    @abstractmethod
+    async def switch_model(self, job_id: str, model_id: str) -> None:
+        """A running job (a stream whose alias moved) runs `model_id` from now on; ignored once
+        the job is no longer running."""
+
+    @abstractmethod
+    def released(self) -> list[Job]:
+        """The jobs changed, since the last call, because a job they waited for ended (unblocked,
+        or cancelled as `dependency_failed`): for those who watch jobs change."""
 
     @abstractmethod
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from yolo_orch.domain import (
     Job,
@@ -29,6 +29,7 @@ from yolo_orch.domain import (
     claimed,
 )
 from yolo_orch.domain.variants import NewVariant, Variant
+from yolo_orch.domain.webhooks import WebhookEvent
 from yolo_orch.errors import (
     IdempotencyKeyReused,
     JobActive,
@@ -41,7 +42,10 @@ from yolo_orch.errors import (
     QueueFull,
     VariantNotFound,
 )
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.base import JobStore, ModelStore
+from yolo_orch.store.memory_deps import Waits, pending_dependencies, release_dependents
+from yolo_orch.store.outbox import NO_OUTBOX, Outbox
 
 
 @dataclass
@@ -58,6 +62,8 @@ class InMemoryDatabase:
     """By id, in registration order."""
     variants: dict[str, Variant] = field(default_factory=dict)
     """By id, in registration order."""
+    waits: Waits = field(default_factory=dict)
+    """Queued job id -> the jobs it waits for (`NewJob.after`), with their `ok_only`."""
 
     def active_job_ids(self, model_id: str) -> list[str]:
         """Queued or running jobs that use the model, in submission order."""
@@ -69,10 +75,12 @@ class InMemoryDatabase:
 
 
 class InMemoryJobStore(JobStore):
-    def __init__(self, db: InMemoryDatabase | None = None) -> None:
+    def __init__(self, db: InMemoryDatabase | None = None, outbox: Outbox = NO_OUTBOX) -> None:
         self._db = db if db is not None else InMemoryDatabase()
         self._jobs = self._db.jobs
         self._by_key = self._db.job_ids_by_key
+        self._outbox = outbox
+        self._released: list[Job] = []
 
     # Inspection helpers for tests.
     @property
@@ -80,16 +88,46 @@ class InMemoryJobStore(JobStore):
         return sorted(self._jobs.values(), key=lambda job: job.seq)
 
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
+        job, created = self._create(new, max_queued, now)
+        self._notify(created)
+        return job, created
+
+    async def create_chain(
+        self, chain: list[NewJob], *, max_queued: int, now: datetime
+    ) -> list[Job]:
+        if await self.count_queued() + len(chain) > max_queued:
+            raise QueueFull(max_queued)
+        jobs = []
+        for new in chain:
+            job, created = self._create(new, max_queued, now)
+            if not created:
+                return [job]
+            jobs.append(job)
+        self._notify(True)
+        return jobs
+
+    def _notify(self, recorded: bool) -> None:
+        if recorded and self._outbox.active:
+            self._outbox.committed()
+
+    def released(self) -> list[Job]:
+        taken, self._released = self._released, []
+        return taken
+
+    def _create(self, new: NewJob, max_queued: int, now: datetime) -> tuple[Job, bool]:
         if new.idempotency_key is not None and new.idempotency_key in self._by_key:
             existing = self._jobs[self._by_key[new.idempotency_key]]
             if existing.request_fingerprint != new.request_fingerprint:
                 raise IdempotencyKeyReused(new.idempotency_key, existing.id)
             return existing, False
+        if new.unique_key is not None and (same := self._unique_match(new, now)) is not None:
+            return same, False
+        pending = pending_dependencies(new, self._jobs)
         if new.model_id is not None:
             model = self._db.models.get(new.model_id)
             if model is None or not model.usable:
                 raise ModelNotFound(new.model_id)
-        if await self.count_queued() >= max_queued:
+        if sum(job.state is JobState.QUEUED for job in self._jobs.values()) >= max_queued:
             raise QueueFull(max_queued)
         self._db.last_seq += 1
         job = Job(
@@ -107,11 +145,32 @@ class InMemoryJobStore(JobStore):
             idempotency_key=new.idempotency_key,
             request_fingerprint=new.request_fingerprint,
             model_id=new.model_id,
+            parent_id=new.parent_id,
+            chain_id=new.chain_id,
+            unique_key=new.unique_key,
+            webhook=new.webhook,
+            blocked=bool(pending),
         )
         self._jobs[job.id] = job
+        if pending:
+            self._db.waits[job.id] = pending
         if new.idempotency_key is not None:
             self._by_key[new.idempotency_key] = job.id
+        self._outbox.record(None, job, WebhookEvent.QUEUED, now)
         return job, True
+
+    def _unique_match(self, new: NewJob, now: datetime) -> Job | None:
+        since = now - timedelta(seconds=new.unique_for_s)
+        return next(
+            (
+                job
+                for job in self.jobs
+                if job.unique_key == new.unique_key
+                and not job.state.is_terminal
+                and job.created_at >= since
+            ),
+            None,
+        )
 
     async def get(self, job_id: str) -> Job:
         try:
@@ -125,6 +184,7 @@ class InMemoryJobStore(JobStore):
             for job in sorted(self._jobs.values(), key=lambda job: job.seq, reverse=True)
             if (not where.states or job.state in where.states)
             and (not where.kinds or job.kind in where.kinds)
+            and (where.chain_id is None or job.chain_id == where.chain_id)
             and (before_seq is None or job.seq < before_seq)
         ]
         page = matching[:limit]
@@ -132,7 +192,9 @@ class InMemoryJobStore(JobStore):
         return Page(jobs=page, next_cursor=page[-1].seq if more and page else None)
 
     async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
-        queued = [job for job in self._jobs.values() if job.state is JobState.QUEUED]
+        queued = [
+            job for job in self._jobs.values() if job.state is JobState.QUEUED and not job.blocked
+        ]
         if order is not None:
             return order.sort([job for job in queued if order.admits(job)])[:limit]
         queued.sort(key=lambda job: (-job.priority, job.seq))
@@ -146,16 +208,28 @@ class InMemoryJobStore(JobStore):
     async def counts(self) -> dict[tuple[str, str], int]:
         return dict(Counter((str(job.state), str(job.kind)) for job in self._jobs.values()))
 
-    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+    async def claim(
+        self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
+    ) -> Job | None:
         job = await self.get(job_id)
         if job.state is not JobState.QUEUED:
             return None
-        return self._put(claimed(job, devices, now))
+        if model_id is not None:
+            job = replace(job, model_id=model_id)
+        started = self._put(claimed(job, devices, now))
+        self._notify(self._outbox.record(None, started, WebhookEvent.STARTED, now))
+        return started
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         job = await self.get(job_id)
         if job.state is JobState.RUNNING:
-            self._put(replace(job, progress=progress))
+            job = self._put(replace(job, progress=progress))
+            self._notify(self._outbox.record(None, job, WebhookEvent.PROGRESS, utcnow()))
+
+    async def switch_model(self, job_id: str, model_id: str) -> None:
+        job = await self.get(job_id)
+        if job.state is JobState.RUNNING:
+            self._put(replace(job, model_id=model_id))
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         job = await self.get(job_id)
@@ -163,7 +237,7 @@ class InMemoryJobStore(JobStore):
             raise JobAlreadyFinished(job_id, job.state)
         if outcome.kept_result is not None:
             self._db.kept_results[job_id] = outcome.kept_result
-        return self._put(
+        job = self._put(
             replace(
                 job,
                 state=outcome.state,
@@ -173,6 +247,18 @@ class InMemoryJobStore(JobStore):
                 finished_at=now,
             )
         )
+        self._settled(job, now)
+        return job
+
+    def _settled(self, job: Job, now: datetime) -> None:
+        """A job left RUNNING or QUEUED: its event; the jobs waiting for it, if it ended."""
+        event = WebhookEvent(str(job.state))
+        recorded = self._outbox.record(None, job, event, now)
+        if job.state.is_terminal:
+            self._db.waits.pop(job.id, None)
+            waits, jobs, put = self._db.waits, self._jobs, self._put
+            release_dependents(job, now, waits, jobs, put, self._outbox, self._released)
+        self._notify(recorded or self._outbox.active)
 
     async def kept_result(self, job_id: str) -> bytes | None:
         return self._db.kept_results.get(job_id)
@@ -182,9 +268,17 @@ class InMemoryJobStore(JobStore):
         if job.state.is_terminal:
             raise JobAlreadyFinished(job_id, job.state)
         if job.state is JobState.QUEUED:
-            return self._put(
-                replace(job, state=JobState.CANCELLED, cancel_requested=True, finished_at=now)
+            cancelled = self._put(
+                replace(
+                    job,
+                    state=JobState.CANCELLED,
+                    cancel_requested=True,
+                    finished_at=now,
+                    blocked=False,
+                )
             )
+            self._settled(cancelled, now)
+            return cancelled
         return self._put(replace(job, cancel_requested=True))
 
     async def recover(
@@ -193,17 +287,22 @@ class InMemoryJobStore(JobStore):
         drained: frozenset[str] = frozenset(),
         spared: frozenset[str] = frozenset(),
     ) -> list[Job]:
-        return [
+        changed = [
             self._put(_interrupted(job, now, drained=job.id in drained))
             for job in self.jobs
             if job.state is JobState.RUNNING and job.id not in spared
         ]
+        for job in changed:
+            self._settled(job, now)
+        return changed
 
     async def requeue(self, job_id: str, now: datetime) -> Job:
         job = await self.get(job_id)
         if job.state.is_terminal:
             raise JobAlreadyFinished(job_id, job.state)
-        return self._put(_interrupted(job, now, drained=False))
+        requeued = self._put(_interrupted(job, now, drained=False))
+        self._settled(requeued, now)
+        return requeued
 
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         finished = [

@@ -18,8 +18,8 @@ from yolo_orch.store.sqlite_db import sync_url
 if TYPE_CHECKING:
     from alembic.config import Config
 
-SCHEMA_REVISION = "0007"
-"""The revision the table classes (`store/tables.py`) describe: the head of `migrations/`
+SCHEMA_REVISION = "0010"
+"""The revision the table classes (`store/schema.py`) describe: the head of `migrations/`
 (`tests/integration/test_migrations.py` holds the two equal, so a new migration bumps it)."""
 
 _VERSION_TABLE = "alembic_version"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -39,6 +39,7 @@ from yolo_orch.domain import (
     Progress,
     QueueOrder,
 )
+from yolo_orch.domain.webhooks import WebhookEvent
 from yolo_orch.errors import (
     IdempotencyKeyReused,
     JobActive,
@@ -49,15 +50,23 @@ from yolo_orch.errors import (
 from yolo_orch.store import sqlite_runs
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.job_rows import (
+    ACTIVE,
     QUEUED,
     TERMINAL_STATES,
     get_job,
     state_of,
     update_job,
 )
+from yolo_orch.store.outbox import NO_OUTBOX, Outbox
 from yolo_orch.store.sqlite_db import SQLiteDatabase
+from yolo_orch.store.sqlite_deps import (
+    pending_dependencies,
+    release_dependents,
+    write_dependencies,
+)
 from yolo_orch.store.tables import (
     JOB_COUNTS,
+    JOB_DEPENDENCIES,
     JOB_RESULTS,
     JOBS,
     MODELS,
@@ -71,16 +80,49 @@ log = logging.getLogger(__name__)
 
 
 class SQLiteJobStore(JobStore):
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: SQLiteDatabase, outbox: Outbox = NO_OUTBOX) -> None:
         self._db = db
+        self._outbox = outbox
+        self._released: list[Job] = []
+        """Jobs the writer's ops changed because a job they waited for ended (appended on the
+        writer's thread, taken on the loop's: a list's append and swap are atomic)."""
 
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
         # Key lookup, model check, queue bound and insert share one write transaction:
         # concurrent creates with one key make exactly one job, the bound cannot be overshot,
         # and a model deleted at the same time is either still there or refuses the job.
-        return await self._db.write(
-            functools.partial(_create, new, max_queued, now), fails_clean=True
+        created = await self._db.write(
+            functools.partial(_create, new, max_queued, now, self._outbox), fails_clean=True
         )
+        self._notify(created[1])
+        return created
+
+    async def create_chain(
+        self, chain: list[NewJob], *, max_queued: int, now: datetime
+    ) -> list[Job]:
+        # Not `fails_clean`: a refusal of a later job must undo the earlier ones (the SAVEPOINT).
+        jobs = await self._db.write(functools.partial(self._create_all, chain, max_queued, now))
+        self._notify(True)
+        return jobs
+
+    def _create_all(
+        self, chain: list[NewJob], max_queued: int, now: datetime, conn: Connection
+    ) -> list[Job]:
+        jobs = []
+        for new in chain:
+            job, created = _create(new, max_queued, now, self._outbox, conn)
+            if not created:  # a key of the chain's first job, seen before: that chain stands
+                return [job]
+            jobs.append(job)
+        return jobs
+
+    def _notify(self, recorded: bool) -> None:
+        if recorded and self._outbox.active:
+            self._outbox.committed()
+
+    def released(self) -> list[Job]:
+        taken, self._released = self._released, []
+        return taken
 
     async def get(self, job_id: str) -> Job:
         return await self._db.read(functools.partial(get_job, job_id))
@@ -96,7 +138,11 @@ class SQLiteJobStore(JobStore):
     async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
         if order is None or order.aging_per_minute == 0:
             # Served in order by the index (state, priority DESC, seq): no sort.
-            stmt = select(JOBS).where(QUEUED).order_by(JOBS.c.priority.desc(), JOBS.c.seq)
+            stmt = (
+                select(JOBS)
+                .where(QUEUED, JOBS.c.blocked.is_(False))
+                .order_by(JOBS.c.priority.desc(), JOBS.c.seq)
+            )
             if order is not None and order.max_gpus is not None:
                 stmt = stmt.where(JOBS.c.gpus <= order.max_gpus)
             return await self._db.read(functools.partial(_jobs, stmt.limit(limit)))
@@ -114,24 +160,39 @@ class SQLiteJobStore(JobStore):
         rows = await self._db.read(lambda conn: conn.execute(stmt).all())
         return {(str(state), str(kind)): count for state, kind, count in rows}
 
-    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
-        return await self._db.write(
-            functools.partial(sqlite_runs.claim, job_id, devices, now),
+    async def claim(
+        self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
+    ) -> Job | None:
+        job = await self._db.write(
+            functools.partial(sqlite_runs.claim, job_id, devices, now, model_id, self._outbox),
             fails_clean=True,
             answer_before_fsync=True,  # no client is told; the run starts without waiting
         )
+        self._notify(job is not None)
+        return job
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
-        await self._db.write(
-            functools.partial(sqlite_runs.set_progress, job_id, progress),
+        recorded = await self._db.write(
+            functools.partial(sqlite_runs.set_progress, job_id, progress, self._outbox),
             fails_clean=True,
             answer_before_fsync=True,
         )
+        self._notify(recorded)
+
+    async def switch_model(self, job_id: str, model_id: str) -> None:
+        await self._db.write(
+            functools.partial(sqlite_runs.switch_model, job_id, model_id), fails_clean=True
+        )
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
-        return await self._db.write(
-            functools.partial(sqlite_runs.finish, job_id, outcome, now), fails_clean=True
+        job = await self._db.write(
+            functools.partial(
+                sqlite_runs.finish, job_id, outcome, now, self._outbox, self._released
+            ),
+            fails_clean=True,
         )
+        self._notify(True)
+        return job
 
     async def kept_result(self, job_id: str) -> bytes | None:
         stmt = select(JOB_RESULTS.c.body).where(JOB_RESULTS.c.job_id == job_id)
@@ -139,7 +200,12 @@ class SQLiteJobStore(JobStore):
         return body
 
     async def cancel(self, job_id: str, now: datetime) -> Job:
-        return await self._db.write(functools.partial(_cancel, job_id, now), fails_clean=True)
+        job = await self._db.write(
+            functools.partial(_cancel, job_id, now, self._outbox, self._released),
+            fails_clean=True,
+        )
+        self._notify(True)
+        return job
 
     async def recover(
         self,
@@ -147,10 +213,20 @@ class SQLiteJobStore(JobStore):
         drained: frozenset[str] = frozenset(),
         spared: frozenset[str] = frozenset(),
     ) -> list[Job]:
-        return await self._db.write(functools.partial(sqlite_runs.recover, now, drained, spared))
+        jobs = await self._db.write(
+            functools.partial(
+                sqlite_runs.recover, now, drained, spared, self._outbox, self._released
+            )
+        )
+        self._notify(bool(jobs))
+        return jobs
 
     async def requeue(self, job_id: str, now: datetime) -> Job:
-        return await self._db.write(functools.partial(sqlite_runs.requeue, job_id, now))
+        job = await self._db.write(
+            functools.partial(sqlite_runs.requeue, job_id, now, self._outbox, self._released)
+        )
+        self._notify(True)
+        return job
 
     async def recent_durations(self, limit: int, kind: JobKind | None = None) -> list[float]:
         stmt = select(JOBS.c.started_at, JOBS.c.finished_at).where(
@@ -196,10 +272,27 @@ def _list_query(
     where: JobFilter, limit: int, before_seq: int | None
 ) -> tuple[Select[Any], dict[str, Any]]:
     """The statement of a page of `where`, and its parameters."""
-    params = {"page_limit": limit}
+    params: dict[str, Any] = {"page_limit": limit}
     if before_seq is not None:
         params["before_seq"] = before_seq
+    if where.chain_id is not None:
+        return _chain_statement(where, params, before_seq), params
     return _list_statement(where.states, where.kinds, paged=before_seq is not None), params
+
+
+def _chain_statement(
+    where: JobFilter, params: dict[str, Any], before_seq: int | None
+) -> Select[Any]:
+    """A chain's jobs, newest first: a few rows, read through the index on `chain_id`."""
+    params["chain_id"] = where.chain_id
+    stmt = select(JOBS).where(JOBS.c.chain_id == bindparam("chain_id"))
+    if where.states:
+        stmt = stmt.where(JOBS.c.state.in_([str(state) for state in where.states]))
+    if where.kinds:
+        stmt = stmt.where(JOBS.c.kind.in_([str(kind) for kind in where.kinds]))
+    if before_seq is not None:
+        stmt = stmt.where(JOBS.c.seq < bindparam("before_seq", type_=Integer))
+    return stmt.order_by(JOBS.c.seq.desc()).limit(bindparam("page_limit", type_=Integer))
 
 
 @functools.lru_cache(maxsize=64)
@@ -259,11 +352,19 @@ def _insert_queued() -> Insert:
 _INSERT_QUEUED = _insert_queued()
 
 
-def _create(new: NewJob, max_queued: int, now: datetime, conn: Connection) -> tuple[Job, bool]:
+def _create(
+    new: NewJob, max_queued: int, now: datetime, outbox: Outbox, conn: Connection
+) -> tuple[Job, bool]:
+    if new.unique_key is not None and (same := _unique_match(new, now, conn)) is not None:
+        return same, False
+    pending = pending_dependencies(new, conn)
     params = {**new_job_values(new, now), "max_queued": max_queued}
     row = conn.execute(_INSERT_QUEUED, params).mappings().first()
     if row is not None:
-        return job_from_row(row), True
+        job = job_from_row(row)
+        write_dependencies(job.id, pending, conn)
+        outbox.record(conn, job, WebhookEvent.QUEUED, now)
+        return job, True
     # Refused: say why, in the contract's order (the key first, then the model, then the bound).
     if new.idempotency_key is not None:
         by_key = select(JOBS).where(JOBS.c.idempotency_key == new.idempotency_key)
@@ -279,15 +380,34 @@ def _create(new: NewJob, max_queued: int, now: datetime, conn: Connection) -> tu
     raise QueueFull(max_queued)
 
 
-def _cancel(job_id: str, now: datetime, conn: Connection) -> Job:
+def _unique_match(new: NewJob, now: datetime, conn: Connection) -> Job | None:
+    """The queued or running job with `new`'s unique key created within its window, if any."""
+    since = now - timedelta(seconds=new.unique_for_s)
+    stmt = (
+        select(JOBS)
+        .where(JOBS.c.unique_key == new.unique_key, ACTIVE, JOBS.c.created_at >= since)
+        .order_by(JOBS.c.seq)
+        .limit(1)
+    )
+    row = conn.execute(stmt).mappings().first()
+    return None if row is None else job_from_row(row)
+
+
+def _cancel(
+    job_id: str, now: datetime, outbox: Outbox, released: list[Job], conn: Connection
+) -> Job:
     state = state_of(conn, job_id)
     if state.is_terminal:
         raise JobAlreadyFinished(job_id, state)
     values: dict[str, Any] = {"cancel_requested": True}
     if state is JobState.QUEUED:
-        values.update(state=str(JobState.CANCELLED), finished_at=now)
+        values.update(state=str(JobState.CANCELLED), finished_at=now, blocked=False)
+        conn.execute(delete(JOB_DEPENDENCIES).where(JOB_DEPENDENCIES.c.job_id == job_id))
     job = update_job(conn, job_id, **values)
     assert job is not None  # the write lock is held: it cannot have gone
+    if job.state.is_terminal:
+        outbox.record(conn, job, WebhookEvent.CANCELLED, now)
+        release_dependents(job, now, outbox, conn, released)
     return job
 
 
@@ -319,6 +439,7 @@ _AGED_HEADS = text(
     FROM priorities JOIN jobs AS head ON head.seq IN (
         SELECT seq FROM jobs
         WHERE state = 'queued' AND priority = priorities.p AND gpus <= :max_gpus
+            AND NOT blocked
         ORDER BY seq LIMIT :limit
     )
     """

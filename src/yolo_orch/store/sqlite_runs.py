@@ -7,13 +7,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BindParameter, bindparam, select, update
+from sqlalchemy import BindParameter, String, bindparam, func, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Update
 
 from yolo_orch.domain import Job, JobState, Outcome, Progress, after_interruption
+from yolo_orch.domain.webhooks import WebhookEvent
 from yolo_orch.errors import JobAlreadyFinished
+from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.job_rows import (
     ACTIVE,
     QUEUED,
@@ -22,6 +24,8 @@ from yolo_orch.store.job_rows import (
     state_of,
     update_job,
 )
+from yolo_orch.store.outbox import Outbox
+from yolo_orch.store.sqlite_deps import release_dependents
 from yolo_orch.store.tables import JOB_RESULTS, JOBS, error_values, job_from_row
 
 
@@ -39,8 +43,16 @@ _CLAIM = _dispatcher_update(
     attempt=JOBS.c.attempt + 1,
     started_at=bindparam("claimed_at"),
     progress=None,
+    # A model named by alias or by the job producing it is the one it names at the start.
+    model_id=func.coalesce(bindparam("claimed_model_id", type_=String), JOBS.c.model_id),
 ).returning(*JOBS.c)
 _SET_PROGRESS = _dispatcher_update(RUNNING, progress=bindparam("new_progress")).returning(
+    JOBS.c.seq
+)
+_SET_PROGRESS_READ_BACK = _dispatcher_update(RUNNING, progress=bindparam("new_progress")).returning(
+    *JOBS.c
+)
+_SWITCH_MODEL = _dispatcher_update(RUNNING, model_id=bindparam("new_model_id")).returning(
     JOBS.c.seq
 )
 _FINISH_VALUES: dict[str, BindParameter[Any]] = {
@@ -53,22 +65,57 @@ _FINISH_WITH_PROGRESS = _dispatcher_update(
 ).returning(*JOBS.c)
 
 
-def claim(job_id: str, devices: tuple[str, ...], now: datetime, conn: Connection) -> Job | None:
-    params = {"job_id": job_id, "claimed_devices": list(devices), "claimed_at": now}
+def claim(
+    job_id: str,
+    devices: tuple[str, ...],
+    now: datetime,
+    model_id: str | None,
+    outbox: Outbox,
+    conn: Connection,
+) -> Job | None:
+    params = {
+        "job_id": job_id,
+        "claimed_devices": list(devices),
+        "claimed_at": now,
+        "claimed_model_id": model_id,
+    }
     row = conn.execute(_CLAIM, params).mappings().first()
     if row is None:
         state_of(conn, job_id)  # raises JobNotFound for an unknown id
         return None
-    return job_from_row(row)
+    job = job_from_row(row)
+    outbox.record(conn, job, WebhookEvent.STARTED, now)
+    return job
 
 
-def set_progress(job_id: str, progress: Progress, conn: Connection) -> None:
+def set_progress(job_id: str, progress: Progress, outbox: Outbox, conn: Connection) -> bool:
+    """Record `progress`; whether the outbox kept an event of it. The job is read back for
+    the outbox only where it may keep one."""
     params = {"job_id": job_id, "new_progress": progress.as_dict()}
-    if conn.execute(_SET_PROGRESS, params).first() is None:
+    stmt = _SET_PROGRESS_READ_BACK if outbox.active else _SET_PROGRESS
+    row = conn.execute(stmt, params).mappings().first()
+    if row is None:
+        state_of(conn, job_id)  # raises JobNotFound for an unknown id
+        return False
+    if not outbox.active:
+        return False
+    return outbox.record(conn, job_from_row(row), WebhookEvent.PROGRESS, utcnow())
+
+
+def switch_model(job_id: str, model_id: str, conn: Connection) -> None:
+    params = {"job_id": job_id, "new_model_id": model_id}
+    if conn.execute(_SWITCH_MODEL, params).first() is None:
         state_of(conn, job_id)  # raises JobNotFound for an unknown id
 
 
-def finish(job_id: str, outcome: Outcome, now: datetime, conn: Connection) -> Job:
+def finish(
+    job_id: str,
+    outcome: Outcome,
+    now: datetime,
+    outbox: Outbox,
+    released: list[Job],
+    conn: Connection,
+) -> Job:
     values = {
         "state": str(outcome.state),
         **error_values(outcome.error),
@@ -86,7 +133,15 @@ def finish(job_id: str, outcome: Outcome, now: datetime, conn: Connection) -> Jo
         raise JobAlreadyFinished(job_id, state_of(conn, job_id))
     if outcome.kept_result is not None:
         conn.execute(_INSERT_RESULT, {"job_id": job_id, "body": outcome.kept_result})
-    return job_from_row(row)
+    job = job_from_row(row)
+    ended(job, now, outbox, released, conn)
+    return job
+
+
+def ended(job: Job, now: datetime, outbox: Outbox, released: list[Job], conn: Connection) -> None:
+    """What follows a job's end in its own transaction: its event, and the jobs waiting for it."""
+    outbox.record(conn, job, WebhookEvent(str(job.state)), now)
+    release_dependents(job, now, outbox, conn, released)
 
 
 _NEW_RESULT = sqlite_insert(JOB_RESULTS)
@@ -96,7 +151,12 @@ _INSERT_RESULT = _NEW_RESULT.on_conflict_do_update(
 
 
 def recover(
-    now: datetime, drained: frozenset[str], spared: frozenset[str], conn: Connection
+    now: datetime,
+    drained: frozenset[str],
+    spared: frozenset[str],
+    outbox: Outbox,
+    released: list[Job],
+    conn: Connection,
 ) -> list[Job]:
     # Sorted here, not by SQL: with `ORDER BY seq`, SQLite may walk every job in seq order
     # rather than seek the few running ones (it does once `ANALYZE` has seen a long history).
@@ -107,18 +167,32 @@ def recover(
             continue
         updated = update_job(conn, job.id, **_interrupted(job, now, drained=job.id in drained))
         assert updated is not None
+        _settled(updated, now, outbox, released, conn)
         changed.append(updated)
     return changed
 
 
-def requeue(job_id: str, now: datetime, conn: Connection) -> Job:
+def requeue(
+    job_id: str, now: datetime, outbox: Outbox, released: list[Job], conn: Connection
+) -> Job:
     job = get_job(job_id, conn)
     if job.state.is_terminal:
         raise JobAlreadyFinished(job_id, job.state)
     updated = update_job(conn, job_id, RUNNING, **_interrupted(job, now, drained=False))
     if updated is None:  # queued again already (a cancel cannot make it so: it is running)
         return job
+    _settled(updated, now, outbox, released, conn)
     return updated
+
+
+def _settled(
+    job: Job, now: datetime, outbox: Outbox, released: list[Job], conn: Connection
+) -> None:
+    """An interrupted run settled: queued again (an event), or ended."""
+    if job.state is JobState.QUEUED:
+        outbox.record(conn, job, WebhookEvent.QUEUED, now)
+    else:
+        ended(job, now, outbox, released, conn)
 
 
 def _interrupted(job: Job, now: datetime, *, drained: bool) -> dict[str, Any]:

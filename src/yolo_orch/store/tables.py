@@ -29,6 +29,7 @@ from yolo_orch.domain import (
     Progress,
 )
 from yolo_orch.domain.variants import ExportFormat, Lineage, NewVariant, Variant
+from yolo_orch.domain.webhooks import WebhookTarget
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -87,6 +88,23 @@ class JobRow(SQLModel, table=True):
     created_at: datetime = Field(sa_type=UTCDateTime)
     started_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    parent_id: str | None = Field(default=None, index=True)
+    chain_id: str | None = Field(default=None, index=True)
+    unique_key: str | None = Field(default=None, index=True)
+    webhook: dict[str, Any] | None = Field(default=None, sa_type=JSON(none_as_null=True))
+    blocked: bool = False
+
+
+class JobDependencyRow(SQLModel, table=True):
+    """A queued job waiting for another to end (`domain.chains.Dependency`). A row lives only
+    while both wait: the end of `dep_id` deletes it, and the waiting job is unblocked once it
+    has no row left (or cancelled, for an `ok_only` one whose job did not succeed)."""
+
+    __tablename__ = "job_dependencies"
+
+    job_id: str = Field(primary_key=True, foreign_key="jobs.id", ondelete="CASCADE")
+    dep_id: str = Field(primary_key=True, index=True)
+    ok_only: bool
 
 
 class JobCountRow(SQLModel, table=True):
@@ -154,6 +172,7 @@ MODELS: Table = ModelRow.metadata.tables["models"]
 JOB_RESULTS: Table = JobResultRow.metadata.tables["job_results"]
 JOB_COUNTS: Table = JobCountRow.metadata.tables["job_counts"]
 VARIANTS: Table = VariantRow.metadata.tables["model_variants"]
+JOB_DEPENDENCIES: Table = JobDependencyRow.metadata.tables["job_dependencies"]
 
 # Serves `next_queued` (WHERE state = 'queued' ORDER BY priority DESC, seq) in index order, with
 # no sort, and the bounded count of queued jobs in `create`. Migration 0003 builds it.
@@ -182,6 +201,11 @@ NEW_JOB_COLUMNS = (
     "request_fingerprint",
     "model_id",
     "created_at",
+    "parent_id",
+    "chain_id",
+    "unique_key",
+    "webhook",
+    "blocked",
 )
 """What `new_job_values` gives: the others are NULL, and `seq` is assigned by the database."""
 
@@ -204,6 +228,11 @@ def new_job_values(new: NewJob, now: datetime) -> dict[str, Any]:
         "request_fingerprint": new.request_fingerprint,
         "model_id": new.model_id,
         "created_at": now,
+        "parent_id": new.parent_id,
+        "chain_id": new.chain_id,
+        "unique_key": new.unique_key,
+        "webhook": None if new.webhook is None else new.webhook.stored(),
+        "blocked": bool(new.after),
     }
 
 
@@ -217,6 +246,7 @@ def error_values(error: JobError | None) -> dict[str, Any]:
 def job_from_row(row: RowMapping) -> Job:
     progress = row["progress"]
     error_code = row["error_code"]
+    webhook = row["webhook"]
     return Job(
         id=row["id"],
         seq=row["seq"],
@@ -239,6 +269,11 @@ def job_from_row(row: RowMapping) -> Job:
         idempotency_key=row["idempotency_key"],
         request_fingerprint=row["request_fingerprint"],
         model_id=row["model_id"],
+        parent_id=row["parent_id"],
+        chain_id=row["chain_id"],
+        unique_key=row["unique_key"],
+        webhook=None if webhook is None else WebhookTarget.from_stored(webhook),
+        blocked=bool(row["blocked"]),
     )
 
 
