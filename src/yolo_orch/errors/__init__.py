@@ -7,6 +7,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 
+from yolo_orch.errors.aliases import AliasHasNoPrevious as AliasHasNoPrevious
+from yolo_orch.errors.aliases import AliasMoved as AliasMoved
+from yolo_orch.errors.aliases import AliasNotFound as AliasNotFound
+from yolo_orch.errors.aliases import AliasTaskMismatch as AliasTaskMismatch
+from yolo_orch.errors.aliases import ModelHasAliases as ModelHasAliases
 from yolo_orch.errors.base import YoloOrchError as YoloOrchError
 from yolo_orch.errors.codes import ErrorCode as ErrorCode
 from yolo_orch.errors.failures import DatasetNotShared as DatasetNotShared

@@ -127,6 +127,23 @@ class ErrorCode(enum.StrEnum):
         "model_unusable",
         "The model's file no longer matched its fingerprint; import it again.",
     )
+    ALIAS_NOT_FOUND = "alias_not_found", "No alias of this name for this model name."
+    ALIAS_MOVED = (
+        "alias_moved",
+        "The alias no longer points where the move expected (`expected_model_id`).",
+    )
+    ALIAS_HAS_NO_PREVIOUS = (
+        "alias_has_no_previous",
+        "A rollback of an alias whose last move made it: there is nothing to go back to.",
+    )
+    ALIAS_TASK_MISMATCH = (
+        "alias_task_mismatch",
+        "The alias points to a model of another task: jobs checked against it would fail.",
+    )
+    MODEL_HAS_ALIASES = (
+        "model_has_aliases",
+        "Aliases point to the model; move or delete them first.",
+    )
 
     # A submission or an import the server refuses (422).
     TOO_MANY_GPUS = "too_many_gpus", "The job asks for more GPUs than a host (or node) has lanes."

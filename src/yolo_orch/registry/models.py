@@ -23,12 +23,14 @@ import anyio
 import anyio.to_thread
 
 from yolo_orch.domain import Model, NewModel, model_name_from_file
+from yolo_orch.domain.aliases import parse_alias_ref
 from yolo_orch.domain.variants import UNIMPORTABLE_SUFFIXES, ExportFormat, Variant
 from yolo_orch.errors import (
     BodyTooLarge,
     ErrorCode,
     InvalidJob,
     InvalidWeights,
+    ModelHasAliases,
     ModelNotFound,
     ModelUnusable,
     no_model_roots,
@@ -38,12 +40,15 @@ from yolo_orch.files.inputs import check_relative
 from yolo_orch.files.paths import client_path_errors, contained
 from yolo_orch.files.shown_paths import ShownPaths
 from yolo_orch.ops.clock import utcnow
+from yolo_orch.registry.aliases import AliasRegistry
 from yolo_orch.registry.import_slots import ImportSlots
 from yolo_orch.registry.resolutions import Resolutions
 from yolo_orch.registry.variant_imports import importable_format
 from yolo_orch.registry.variant_store import CheckImport, VariantRegistry
 from yolo_orch.registry.weights import CheckpointInfo, ResolvedWeights
+from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import ModelStore
+from yolo_orch.store.memory_aliases import InMemoryAliasStore
 
 CHUNK_BYTES = 1 << 20
 
@@ -62,13 +67,16 @@ class ModelRegistry:
         check_variant: CheckImport,
         file_limiter: anyio.CapacityLimiter | None = None,
         variant_retire_after_failures: int = 3,
+        aliases: AliasStore | None = None,
     ) -> None:
         """`file_limiter`: the threads for the file work of requests (imports, deletes); None:
         anyio's default pool. A training job's own import (`register_file`) uses the default
         pool, so a busy API never holds up the end of a job. `check_variant`: whether an
         imported variant reproduces its model (the app's runs both on the CPU:
         `runners.variant_check.check_on_cpu`).
-        `variant_retire_after_failures`: the setting (`VariantRegistry.record_runs`)."""
+        `variant_retire_after_failures`: the setting (`VariantRegistry.record_runs`).
+        `aliases`: where the aliases (`name@alias`) are kept, on the database of `store`; None:
+        in memory, beside an in-memory `store`."""
         self._store = store
         self._dir = models_dir
         self._roots = [Path(os.path.realpath(root)) for root in model_roots]
@@ -89,6 +97,9 @@ class ModelRegistry:
             check=check_variant,
             limiter=file_limiter,
             retire_after_failures=variant_retire_after_failures,
+        )
+        self.aliases = AliasRegistry(
+            aliases or InMemoryAliasStore(store), store, self.resolutions, self.get
         )
 
     async def import_stream(
@@ -150,7 +161,11 @@ class ModelRegistry:
         return model
 
     async def _lookup(self, ref: str) -> Model:
-        """The model `ref` names; not found, the refusal suggests the registry's close names."""
+        """The model `ref` names (`name@alias`: the one the alias points to now); not found,
+        the refusal suggests the registry's close names."""
+        alias = parse_alias_ref(ref)
+        if alias is not None:
+            return await self.aliases.current(alias.name, alias.alias)
         try:
             return await self._store.get(ref)
         except ModelNotFound:
@@ -163,7 +178,11 @@ class ModelRegistry:
     async def delete(self, ref: str, *, cascade: bool = False) -> Model:
         """With `cascade`, its variants go too; without, a model that has any stays (409)."""
         async with self._files_lock:
-            variants = await self._store.list_variants((await self._lookup(ref)).id)
+            found = await self._lookup(ref)
+            # The SQLite store checks again in its delete's transaction; the memory one cannot.
+            if aliases := await self.aliases.pointing_to(found.id):
+                raise ModelHasAliases(ref, [str(alias.ref) for alias in aliases])
+            variants = await self._store.list_variants(found.id)
             model = await self._store.delete(ref, cascade=cascade)
             self.resolutions.forget()
             await self.variants.remove_folders(variants)

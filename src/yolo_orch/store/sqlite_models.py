@@ -12,12 +12,14 @@ from sqlalchemy.engine import Connection
 from yolo_orch.domain import Model, NewModel
 from yolo_orch.domain.variants import NewVariant, Variant
 from yolo_orch.errors import (
+    ModelHasAliases,
     ModelHasVariants,
     ModelInUse,
     ModelNameTaken,
     ModelNotFound,
     VariantNotFound,
 )
+from yolo_orch.store.alias_tables import ALIASES
 from yolo_orch.store.base import ModelStore
 from yolo_orch.store.job_rows import ACTIVE
 from yolo_orch.store.sqlite_db import SQLiteDatabase
@@ -126,6 +128,14 @@ def _delete(ref: str, cascade: bool, conn: Connection) -> Model:
     )
     if users:
         raise ModelInUse(ref, list(users))
+    # Checked here, in the delete's transaction; the foreign key (RESTRICT) would refuse it too.
+    aliases = conn.execute(
+        select(ALIASES.c.name, ALIASES.c.alias)
+        .where(ALIASES.c.model_id == row["id"])
+        .order_by(ALIASES.c.name, ALIASES.c.alias)
+    ).all()
+    if aliases:
+        raise ModelHasAliases(ref, [f"{name}@{alias}" for name, alias in aliases])
     variants = conn.execute(
         select(VARIANTS.c.id).where(VARIANTS.c.model_id == row["id"]).order_by(VARIANTS.c.id)
     ).scalars()
