@@ -41,6 +41,10 @@ async def list_jobs(
     jobs: JobServiceDep,
     state: Annotated[list[JobState] | None, Query(description="Repeat to allow several.")] = None,
     kind: Annotated[list[JobKind] | None, Query()] = None,
+    chain: Annotated[
+        str | None,
+        Query(max_length=64, description="Only the jobs of this chain (its training's id)."),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
         str | None,
@@ -53,7 +57,7 @@ async def list_jobs(
     ] = None,
 ) -> JobList:
     page = await jobs.list_jobs(
-        JobFilter(states=tuple(state or ()), kinds=tuple(kind or ())),
+        JobFilter(states=tuple(state or ()), kinds=tuple(kind or ()), chain_id=chain),
         limit=limit,
         before_seq=_decode_cursor(cursor),
     )

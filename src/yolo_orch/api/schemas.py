@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from yolo_orch.domain import Job, JobKind, JobState
+from yolo_orch.domain.streams import redacted
 from yolo_orch.kinds import KINDS, JobRequest
 
 if TYPE_CHECKING:
@@ -64,6 +65,23 @@ class JobPublic(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    model_id: str | None = Field(
+        default=None,
+        description="The registry model it runs: for `name@alias` or a chain's step, the one "
+        "the reference named when the job started.",
+    )
+    waiting: bool = Field(
+        default=False, description="Queued, waiting for the jobs of its `after`/`after_ok`."
+    )
+    chain_id: str | None = Field(
+        default=None,
+        description="Its chain (the training whose `then` made it): GET /v1/chains/{id}.",
+    )
+    parent_id: str | None = Field(default=None, description="The job whose chain made it.")
+    unique_key: str | None = None
+    webhook: str | None = Field(
+        default=None, description="Where its events are sent (credentials shown as ***)."
+    )
 
     @classmethod
     def of(cls, job: Job) -> JobPublic:
@@ -88,6 +106,12 @@ class JobPublic(BaseModel):
             created_at=job.created_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
+            model_id=job.model_id,
+            waiting=job.blocked,
+            chain_id=job.chain_id,
+            parent_id=job.parent_id,
+            unique_key=job.unique_key,
+            webhook=None if job.webhook is None else redacted(job.webhook.url),
         )
 
 

@@ -32,6 +32,7 @@ from yolo_orch.errors import (
 from yolo_orch.files.images import refuse_oversized
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.kinds.inference import InferenceJobCreate
+from yolo_orch.params.chains import ThenSteps
 from yolo_orch.params.inference import InferenceParams
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -43,7 +44,7 @@ _FINISHED: dict[str, Any] = {
 }
 _ACCEPTED: dict[str, Any] = {
     "description": "Committed: the job is queued (or, with an `Idempotency-Key` seen before, the "
-    "job that key made).",
+    "job that key made; with a `unique_key` held by a queued or running job, that job).",
     "headers": {
         "Location": {"description": "`/v1/jobs/{id}`", "schema": {"type": "string"}},
         "Idempotent-Replayed": {
@@ -94,13 +95,15 @@ async def submit_job(
     idempotency_key: IdempotencyKey = None,
 ) -> JobPublic:
     new = body.to_new_job(services.settings.max_attempts, idempotency_key)
-    job, created = await _submit(services, new)
+    job, created = await _submit(services, new, body.steps())
     return await _accepted(services, job, created, response, wait)
 
 
-async def _submit(services: Services, new: NewJob) -> tuple[Job, bool]:
+async def _submit(
+    services: Services, new: NewJob, then: ThenSteps | None = None
+) -> tuple[Job, bool]:
     try:
-        return await services.jobs.submit(new)
+        return await services.jobs.submit(new, then)
     except QueueFull:
         services.metrics.rejected.inc()
         raise

@@ -34,7 +34,7 @@ class Claims:
         which is logged)."""
         try:
             claims = await asyncio.gather(
-                *(self._store.claim(job.id, devices, now) for job in jobs),
+                *(self._store.claim(job.id, devices, now, job.model_id) for job in jobs),
                 return_exceptions=True,
             )
         finally:

@@ -17,7 +17,9 @@ from yolo_orch.dispatch.batching import (
 )
 from yolo_orch.dispatch.claims import Claims
 from yolo_orch.dispatch.executor import Executor
+from yolo_orch.dispatch.head_runs import HeadRunner, HeadRuns, no_head_runner
 from yolo_orch.dispatch.lanes import Lane, Lanes
+from yolo_orch.dispatch.model_refs import ModelRefs, no_aliases
 from yolo_orch.dispatch.queue_head import QueueHead
 from yolo_orch.dispatch.recovery import settle_left_running
 from yolo_orch.dispatch.run_limits import RunLimits
@@ -32,10 +34,11 @@ from yolo_orch.dispatch.runs import (
     with_result_kept,
 )
 from yolo_orch.dispatch.watchdog import Watchdog
-from yolo_orch.domain import Job, JobError, Outcome, Progress, QueueOrder, claimed
-from yolo_orch.errors import ErrorCode, RunLost
+from yolo_orch.domain import Job, JobError, JobState, Outcome, Progress, QueueOrder, claimed
+from yolo_orch.errors import ErrorCode, JobAlreadyFinished, RunLost
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.shown_paths import ShownPaths
+from yolo_orch.kinds import KINDS
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.ops.logs import current_job, for_job
 from yolo_orch.params.stream import shared_pass_key
@@ -62,9 +65,13 @@ class Dispatcher:
         batching: BatchPolicy | None = None,
         on_batch: OnBatch | None = None,
         shown_paths: ShownPaths | None = None,
+        model_refs: ModelRefs | None = None,
+        head_runner: HeadRunner | None = None,
     ) -> None:
         """`shown_paths`: how a failed run's error names the server's files (`server_paths`);
-        without it, each absolute path as its last part."""
+        without it, each absolute path as its last part. `model_refs`: resolves the models
+        jobs name by alias or by producing job, at their start (without it, such jobs fail).
+        `head_runner`: runs the kinds that run on the server (`Kind.on_head`)."""
         self._store = store
         self._lanes = lanes
         self._executor = executor
@@ -95,6 +102,8 @@ class Dispatcher:
         """Set once a sticky CUDA error has poisoned this process: the server must exit (and
         systemd restart it) for CUDA to work again."""
         self._watchdog = Watchdog(store, self._limits, self._runs, self.wake)
+        self._model_refs = model_refs or ModelRefs(store, no_aliases)
+        self._head_runs = HeadRuns(store, head_runner or no_head_runner)
 
     @property
     def wedged(self) -> asyncio.Event:
@@ -136,7 +145,9 @@ class Dispatcher:
         self._resume()
 
     def queued(self, job: Job) -> None:
-        """`job` was submitted: admit what can start now."""
+        """`job` was submitted: admit what can start now (a job waiting for others cannot)."""
+        if job.blocked:
+            return
         self._head.queued(job, self._order())
         self._resume()
 
@@ -181,6 +192,7 @@ class Dispatcher:
         self._stopping = True
         self.wake()
         async with self._admitting:  # let a pass that is starting a job finish starting it
+            await self._head_runs.stop()  # a few reads and writes each
             runs: dict[asyncio.Task[None], list[Run]] = {}
             for run in self._runs.values():
                 if run.task is not None:
@@ -206,10 +218,15 @@ class Dispatcher:
             order = self._order()
             queue = await self._head.first(window, order, asyncio.get_running_loop().time())
             for position, job in enumerate(queue):
-                if job.id in self._runs:
-                    continue  # joined a batch of this pass
+                if job.id in self._runs or job.id in self._head_runs:
+                    continue  # joined a batch of this pass, or started on the server
                 if self._stopping or self._suspects & self._runs.keys():
                     return
+                if KINDS[job.kind].on_head:
+                    self._head.started({job.id})
+                    self._head_runs.start(job, self._model_refs, self.wake)
+                    started = True
+                    continue
                 if self._start_stream(job):
                     started = True
                     continue
@@ -333,6 +350,7 @@ class Dispatcher:
         loop = asyncio.get_running_loop()
         claiming: asyncio.Task[set[str]] | None = None
         try:
+            jobs = await self._at_start(batch, jobs)
             # A suspect of the last crash waits for its claim: its attempt is counted before
             # it can crash the server again.
             if (
@@ -398,8 +416,23 @@ class Dispatcher:
                 queue = await self._head.read(self._batching.lookahead * 2, order)
                 joined = self._companions(batch.jobs[0], batch, queue, order)
                 self._register(batch, joined, task)
+            joined = await self._at_start(batch, joined)
             if joined:
                 await self._claim(batch, joined)
+
+    async def _at_start(self, batch: Batch, jobs: list[Job]) -> list[Job]:
+        """`jobs` (registered) with the models their references name now; those naming none
+        fail (`model_not_found`) without a run and leave the batch."""
+        ready, refused = await self._model_refs.at_start(jobs)
+        for job, error in refused:
+            run = self._runs.pop(job.id)
+            self._lanes.unride(job.id, batch.lanes)
+            batch.runs.remove(run)
+            self._head.claimed({job.id})
+            log.warning("job %s: %s", job.id, error.message, extra=for_job(job.id))
+            with contextlib.suppress(JobAlreadyFinished):
+                await self._store.finish(job.id, Outcome(JobState.FAILED, error), utcnow())
+        return ready
 
     def _context(self, job: Job, run: Run) -> RunContext:
         devices = ", ".join(lane.id for lane in run.lanes)

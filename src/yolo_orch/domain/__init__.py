@@ -17,6 +17,7 @@ from yolo_orch.domain.specs import (
     ExportSpec,
     InferenceSpec,
     JobSpec,
+    PromoteSpec,
     SpecBase,
     StreamSpec,
     TrainingSpec,
@@ -37,6 +38,7 @@ class JobKind(enum.StrEnum):
     VALIDATION = "validation"
     EXPORT = "export"
     STREAM = "stream"
+    PROMOTE = "promote"
 
 
 SPEC_TYPES: Mapping[JobKind, type[JobSpec]] = {
@@ -45,6 +47,7 @@ SPEC_TYPES: Mapping[JobKind, type[JobSpec]] = {
     JobKind.VALIDATION: ValidationSpec,
     JobKind.EXPORT: ExportSpec,
     JobKind.STREAM: StreamSpec,
+    JobKind.PROMOTE: PromoteSpec,
 }
 """The spec of each kind (`domain.specs`): a stored row's JSON object is read with it."""
 

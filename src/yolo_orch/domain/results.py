@@ -407,6 +407,17 @@ class ExportResultDetail(_Shape):
     variant: dict[str, Any] | None = Field(description="As listed by GET /v1/models/{ref}.")
 
 
+class PromoteResultDetail(_Shape):
+    promoted: bool
+    alias: str
+    from_model_id: str | None = Field(description="Where the alias pointed before.")
+    to_model_id: str | None = Field(description="The model promoted (null: none was).")
+    gate: dict[str, Any] | None = Field(
+        description="The figures that decided: metric, min, candidate, baseline, passed, reasons."
+    )
+    reason: str | None = Field(description="Why nothing was promoted, if nothing was.")
+
+
 class JobResultDetail(
     RootModel[
         InferenceResultDetail
@@ -414,6 +425,7 @@ class JobResultDetail(
         | TrainingResultDetail
         | ExportResultDetail
         | StreamResultDetail
+        | PromoteResultDetail
     ]
 ):
     """By the job's kind: inference, per image, the model task's result; validation, the task's

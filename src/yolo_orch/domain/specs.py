@@ -103,4 +103,19 @@ class StreamSpec(SpecBase):
         return {"sources": [source.name for source in self.sources]}
 
 
-JobSpec = InferenceSpec | TrainingSpec | ValidationSpec | ExportSpec | StreamSpec
+class PromoteSpec(SpecBase):
+    """A chain's last step: move `alias` (`name@alias`) to the model the job runs, if the gate
+    (`params.gate`) passes on the validation `candidate` (and the alias's current model's,
+    `baseline`)."""
+
+    alias: str
+    candidate: str | None = None
+    """The validation job that scored the model to promote."""
+    baseline: str | None = None
+    """The validation job that scored the alias's current model on the same split."""
+
+    def shown(self) -> dict[str, Any]:
+        return {"alias": self.alias}
+
+
+JobSpec = InferenceSpec | TrainingSpec | ValidationSpec | ExportSpec | StreamSpec | PromoteSpec

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict, defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -118,6 +119,9 @@ class PublishingJobStore(JobStore):
     def __init__(self, inner: JobStore, events: JobEvents) -> None:
         self._inner = inner
         self._events = events
+        self.on_released: Callable[[], None] | None = None
+        """Called when a job's end released jobs waiting for it (the dispatcher's wake-up:
+        unblocked jobs may start). Set once the dispatcher exists."""
 
     async def create(self, new: NewJob, *, max_queued: int, now: datetime) -> tuple[Job, bool]:
         job, created = await self._inner.create(new, max_queued=max_queued, now=now)
@@ -168,8 +172,11 @@ class PublishingJobStore(JobStore):
         return self._inner.released()
 
     def _publish_released(self) -> None:
-        for job in self._inner.released():
+        released = self._inner.released()
+        for job in released:
             self._events.publish(job.id, job)
+        if released and self.on_released is not None:
+            self.on_released()
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         job = await self._inner.finish(job_id, outcome, now)

@@ -17,6 +17,7 @@ import anyio.to_thread
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.queue_wait import expected_wait_s
 from yolo_orch.domain import (
+    SIM_MODEL,
     Job,
     JobFilter,
     JobKind,
@@ -27,7 +28,10 @@ from yolo_orch.domain import (
 from yolo_orch.domain.streams import NO_HOSTS, AllowedHosts
 from yolo_orch.errors import (
     ArtifactNotFound,
+    ErrorCode,
     FramesNotFound,
+    InvalidJob,
+    ModelNotFound,
     ModelUnusable,
     NoResult,
     NotAStream,
@@ -42,12 +46,14 @@ from yolo_orch.files.inputs import InputLimits
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.resultfile import EntryPage, page_of
 from yolo_orch.files.stream_segments import SNAPSHOT_FILE, FramePage, read_since
+from yolo_orch.jobs.chains import chain_of
 from yolo_orch.jobs.notifications import JobEvents
 from yolo_orch.kinds import KINDS
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.ops.logs import before_start
 from yolo_orch.ops.stop_signal import StopSignal
+from yolo_orch.params.chains import ThenSteps
 from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
@@ -59,6 +65,13 @@ _RECENT_RUNS = 20
 _MAX_RETRY_AFTER_S = 3600
 _PROVIDED_NAMES = 256
 """Model names whose answer from the runtime `JobService` keeps."""
+
+
+def refuse_webhooks(url: str) -> None:
+    """A server with no webhook secret sends no webhooks: it could not sign them."""
+    raise InvalidJob(
+        "this server sends no webhooks: it has no `webhook_secrets`", code=ErrorCode.INVALID_INPUT
+    )
 
 
 class JobService:
@@ -86,6 +99,7 @@ class JobService:
         on_cluster: bool = False,
         stream_hosts: AllowedHosts = NO_HOSTS,
         stream_fps: float = 0.0,
+        check_webhook: Callable[[str], None] = refuse_webhooks,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from
@@ -95,7 +109,8 @@ class JobService:
         lines logged so far are in the job log files. `no_exports`: the lanes build no exports
         (Ray nodes, which never write the registry). `on_cluster`: the lanes are a Ray
         cluster's, `max_gpus` its largest node's (else this host's). `stream_hosts` and
-        `stream_fps`: what stream jobs may open and ask of a lane (`SubmissionChecks`)."""
+        `stream_fps`: what stream jobs may open and ask of a lane (`SubmissionChecks`).
+        `check_webhook`: refuses a job's webhook URL the server may not call."""
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -108,6 +123,7 @@ class JobService:
         self._file_limiter = file_limiter
         self._events = events
         self._on_cluster = on_cluster
+        self._check_webhook = check_webhook
         self._checks = SubmissionChecks(
             models,
             tuple(lane_ids),
@@ -139,33 +155,50 @@ class JobService:
         finally:
             self.stopped.set()
 
-    async def submit(self, new: NewJob) -> tuple[Job, bool]:
-        """Store a queued job (committed before this returns) and wake the dispatcher.
+    async def submit(self, new: NewJob, then: ThenSteps | None = None) -> tuple[Job, bool]:
+        """Store a queued job (committed before this returns) and wake the dispatcher; with
+        `then`, the jobs of its chain's steps too, in the same write (`jobs/chains.py`).
 
         Returns the job and whether it is new (`False`: an earlier request with the same
-        idempotency key made it).
+        idempotency key, or a job with the same unique key, made it).
         """
         if self.draining:
             raise ShuttingDown()
         if new.gpus > (most := self._max_gpus()):
             raise too_many_gpus(new.gpus, most, on_cluster=self._on_cluster)
-        new = await self._with_model_and_files(new)
+        if new.webhook is not None:
+            self._check_webhook(new.webhook.url)
+        new, task = await self._with_model_and_files(new)
+        chain = None if then is None else await self._chain(new, then, task)
         if self.draining:  # the checks above take a while: a drain may have begun meanwhile
             raise ShuttingDown()
         try:
-            job, created = await self._store.create(new, max_queued=self._max_queued, now=utcnow())
+            if chain is None:
+                job, created = await self._store.create(
+                    new, max_queued=self._max_queued, now=utcnow()
+                )
+                jobs = [job] if created else []
+            else:
+                jobs = await self._store.create_chain(
+                    chain, max_queued=self._max_queued, now=utcnow()
+                )
+                job, created = jobs[0], jobs[0].id == new.id
         except QueueFull:
             raise QueueFull(self._max_queued, await self._retry_after_s()) from None
         self._files.settled(new.id)  # its uploads, if any, belong to a stored job now
         if created:
-            queued = before_start(job.id)
-            log.info("job %s queued (%s, model %s)", job.id, job.kind, job.model, extra=queued)
-            self._dispatcher.queued(job)
+            for each in jobs:
+                queued = before_start(each.id)
+                log.info(
+                    "job %s queued (%s, model %s)", each.id, each.kind, each.model, extra=queued
+                )
+                self._dispatcher.queued(each)
         return job, created
 
-    async def _with_model_and_files(self, new: NewJob) -> NewJob:
+    async def _with_model_and_files(self, new: NewJob) -> tuple[NewJob, str | None]:
         """Refuse at once what could only fail later: a model this host does not have, and
-        whatever the job's kind checks (`Kind.checked`: its inputs, dataset, format...)."""
+        whatever the job's kind checks (`Kind.checked`: its inputs, dataset, format...).
+        Returns the job as checked, and its model's task."""
         provided, task = await self._provided(new.model, new.kind)
         model = None  # `sim`, or a shipped architecture to train from scratch
         if not provided:
@@ -175,7 +208,31 @@ class JobService:
             task = model.task
         submission = Submission(new.spec, new.model, model, task)
         spec = await KINDS[new.kind].checked(submission, self._checks)
-        return replace(new, spec=spec, model_id=None if model is None else model.id)
+        return replace(new, spec=spec, model_id=None if model is None else model.id), task
+
+    async def _chain(self, training: NewJob, then: ThenSteps, task: str | None) -> list[NewJob]:
+        """The training and its steps, each checked as its kind checks a submission, against
+        the task of the model the training will produce."""
+        promote = then.promote
+        baseline = False
+        if promote is not None and promote.gate is not None and promote.gate.not_worse:
+            baseline = await self._alias_points_somewhere(promote.alias)
+        chain = chain_of(training, then, baseline_alias=baseline)
+        checked = [chain[0]]
+        for step in chain[1:]:
+            deferred = step.model != SIM_MODEL
+            submission = Submission(step.spec, step.model, None, task, deferred=deferred)
+            checked.append(
+                replace(step, spec=await KINDS[step.kind].checked(submission, self._checks))
+            )
+        return checked
+
+    async def _alias_points_somewhere(self, alias: str) -> bool:
+        try:
+            await self._models.get(alias)
+        except ModelNotFound:
+            return False
+        return True
 
     async def _provided(self, model: str, kind: JobKind) -> tuple[bool, str | None]:
         """Whether the runtime has `model` itself for jobs of `kind`, and the model's task then.

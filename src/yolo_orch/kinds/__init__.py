@@ -16,12 +16,13 @@ from yolo_orch.domain import JobKind
 from yolo_orch.kinds.base import JobRequest, Kind
 from yolo_orch.kinds.export import EXPORT
 from yolo_orch.kinds.inference import INFERENCE
+from yolo_orch.kinds.promote import PROMOTE
 from yolo_orch.kinds.stream import STREAM
 from yolo_orch.kinds.training import TRAINING
 from yolo_orch.kinds.validation import VALIDATION
 
 KINDS: Mapping[JobKind, Kind] = {
-    kind.name: kind for kind in (INFERENCE, TRAINING, VALIDATION, EXPORT, STREAM)
+    kind.name: kind for kind in (INFERENCE, TRAINING, VALIDATION, EXPORT, STREAM, PROMOTE)
 }
 """Every kind, by name, in the order the API documents them."""
 

@@ -12,14 +12,39 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from yolo_orch.domain import SIM_MODEL, Job, JobKind, NewJob
+from yolo_orch.domain.chains import MAX_DEPENDENCIES, Dependency
 from yolo_orch.domain.specs import JobSpec
+from yolo_orch.domain.webhooks import COMPLETED, TERMINAL_EVENTS, WebhookEvent, WebhookTarget
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
+from yolo_orch.params.chains import ThenSteps
 from yolo_orch.params.common import SIM_FIELDS, JobParams, SimulatedParams
+
+
+class WebhookRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        pattern=r"^https?://",
+        max_length=2048,
+        description="Where to POST the job's events, signed (Standard Webhooks); its host must "
+        "be in the server's `webhook_allowed_hosts`.",
+    )
+    events: list[WebhookEvent | Literal["completed"]] = Field(
+        default_factory=list,
+        max_length=len(WebhookEvent) + 1,
+        description="The events to send (`completed`: every end); empty: all.",
+    )
+
+    def target(self) -> WebhookTarget:
+        wanted: set[WebhookEvent] = set()
+        for event in self.events:
+            wanted |= TERMINAL_EVENTS if event == COMPLETED else {WebhookEvent(event)}
+        return WebhookTarget(self.url, frozenset(wanted))
 
 
 class JobRequest(BaseModel):
@@ -28,9 +53,36 @@ class JobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1, max_length=200, description="A registered model (name or id).")
+    model: str = Field(
+        min_length=1,
+        max_length=264,
+        description="A registered model (name or id), or `name@alias`: the model the alias "
+        "points to when the job starts.",
+    )
     priority: int = Field(default=0, ge=-100, le=100, description="Higher starts first.")
     kind: str
+    after: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_DEPENDENCIES,
+        description="Job ids this job waits for (queued) until each has ended, however.",
+    )
+    after_ok: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_DEPENDENCIES,
+        description="Job ids this job waits for until each has succeeded; if one does not, "
+        "this job is cancelled (`dependency_failed`).",
+    )
+    unique_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="While a job with this key is queued or running (and was submitted less "
+        "than `unique_for_s` ago), a submission with it returns that job instead.",
+    )
+    unique_for_s: float = Field(
+        default=3600, gt=0, le=31 * 24 * 3600, description="The window of `unique_key`."
+    )
+    webhook: WebhookRequest | None = None
 
     @model_validator(mode="after")
     def _simulated_fields_need_sim_model(self) -> JobRequest:
@@ -48,6 +100,14 @@ class JobRequest(BaseModel):
         """The lanes the job holds for its whole run."""
         return 1
 
+    @model_validator(mode="after")
+    def _waits_once_for_each(self) -> JobRequest:
+        if len({*self.after, *self.after_ok}) < len(self.after) + len(self.after_ok):
+            raise ValueError("a job id appears twice in after/after_ok")
+        if len(self.after) + len(self.after_ok) > MAX_DEPENDENCIES:
+            raise ValueError(f"a job waits for {MAX_DEPENDENCIES} jobs at most")
+        return self
+
     def to_new_job(self, max_attempts: int, idempotency_key: str | None) -> NewJob:
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True)
         return NewJob(
@@ -59,7 +119,18 @@ class JobRequest(BaseModel):
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
             request_fingerprint=hashlib.sha256(canonical.encode()).hexdigest(),
+            after=(
+                *(Dependency(job_id) for job_id in self.after),
+                *(Dependency(job_id, ok_only=True) for job_id in self.after_ok),
+            ),
+            unique_key=self.unique_key,
+            unique_for_s=self.unique_for_s,
+            webhook=None if self.webhook is None else self.webhook.target(),
         )
+
+    def steps(self) -> ThenSteps | None:
+        """The chain this job starts once it succeeds (a training's `then`)."""
+        return None
 
 
 def _never_batched(job: Job) -> Hashable | None:
@@ -97,3 +168,6 @@ class Kind:
     """A live stream's: the frames per second it asks of its lane. Such a job holds a stream
     share of a lane, not a turn (`Lanes.try_admit_stream`), runs until it ends or is cancelled,
     and a restart of the server is not one of its attempts. None: a job that takes a turn."""
+    on_head: bool = False
+    """Runs on the server itself, between jobs, taking no lane (a chain's promotion): the
+    dispatcher runs it (`dispatch/head_runs.py`); the runtimes have no runner for it."""

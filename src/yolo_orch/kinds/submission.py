@@ -39,6 +39,8 @@ class Submission(Generic[_Spec]):
     architecture)."""
     task: str | None
     """The model's task; None for `sim`."""
+    deferred: bool = False
+    """A chain's step: its model is the one its training will produce (`job:<id>`)."""
 
     @property
     def simulated(self) -> bool:

@@ -14,6 +14,7 @@ from yolo_orch.domain.specs import TrainingSpec
 from yolo_orch.domain.variants import ExportFormat
 from yolo_orch.kinds.base import JobRequest, Kind
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
+from yolo_orch.params.chains import ThenSteps
 from yolo_orch.params.training import TrainingParams
 
 
@@ -34,6 +35,11 @@ class TrainingJobCreate(JobRequest):
     )
     gpus: int = Field(default=1, ge=1, le=64, description="Lanes to hold for the whole run.")
     params: TrainingParams = Field(default_factory=TrainingParams)
+    then: ThenSteps | None = Field(
+        default=None,
+        description="Steps to run as jobs of their own once the training succeeds: validate, "
+        "export, promote (gated). They are stored with the training, as its chain.",
+    )
 
     @model_validator(mode="after")
     def _dataset_required(self) -> TrainingJobCreate:
@@ -46,6 +52,9 @@ class TrainingJobCreate(JobRequest):
 
     def lanes(self) -> int:
         return self.gpus
+
+    def steps(self) -> ThenSteps | None:
+        return self.then
 
 
 async def _checked(submission: Submission[TrainingSpec], checks: SubmissionChecks) -> TrainingSpec:
