@@ -16,7 +16,17 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from yolo_orch import __version__
-from yolo_orch.api import devices, health, job_images, jobs, meta, model_files, models, submit
+from yolo_orch.api import (
+    aliases,
+    devices,
+    health,
+    job_images,
+    jobs,
+    meta,
+    model_files,
+    models,
+    submit,
+)
 from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api import streams as streams_api
@@ -55,9 +65,12 @@ from yolo_orch.runners.simulated import SimulatedRuntime
 from yolo_orch.runners.stream import StreamOutputs
 from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.store import migrate
+from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
+from yolo_orch.store.memory_aliases import InMemoryAliasStore
 from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.sqlite_models import SQLiteModelStore
 from yolo_orch.ui import install_ui
@@ -103,7 +116,14 @@ def create_app(
     install_ui(app)  # the dashboard, at / and /ui, also from the package
     install_problem_handlers(app)
     install_problem_openapi(app, tokens.needs_token if tokens.enabled else None)
-    routers = (submit.router, jobs.router, models.router, model_files.router, devices.router)
+    routers = (
+        submit.router,
+        jobs.router,
+        models.router,
+        aliases.router,
+        model_files.router,
+        devices.router,
+    )
     for router in (
         *routers,
         health.router,
@@ -161,7 +181,9 @@ async def _start(
     job_logs = install_job_logs(settings.jobs_dir)
     stack.callback(remove_job_logs, job_logs)
 
-    durable_store, model_store, migrations_at_head = await _open_stores(settings, stack)
+    durable_store, model_store, alias_store, migrations_at_head = await _open_stores(
+        settings, stack
+    )
     events = JobEvents()
     store = PublishingJobStore(durable_store, events)
     inspect = functools.partial(_inspect, settings.data_dir / "ultralytics")
@@ -178,6 +200,7 @@ async def _start(
         check_variant=check_on_cpu(settings.data_dir / "ultralytics"),
         file_limiter=file_limiter,
         variant_retire_after_failures=settings.variant_retire_after_failures,
+        aliases=alias_store,
     )
     limit_decoders(settings.max_image_pixels)
 
@@ -341,11 +364,12 @@ def _storage_places(settings: Settings) -> dict[str, Path]:
 
 async def _open_stores(
     settings: Settings, stack: AsyncExitStack
-) -> tuple[JobStore, ModelStore, Callable[[], bool]]:
-    """The job and model stores on one shared database, closed once by `stack`."""
+) -> tuple[JobStore, ModelStore, AliasStore, Callable[[], bool]]:
+    """The job, model and alias stores on one shared database, closed once by `stack`."""
     if settings.database_url == MEMORY_DATABASE_URL:
         memory = InMemoryDatabase()
-        return InMemoryJobStore(memory), InMemoryModelStore(memory), lambda: True
+        models = InMemoryModelStore(memory)
+        return InMemoryJobStore(memory), models, InMemoryAliasStore(models), lambda: True
     url = settings.sqlite_url
     before = await anyio.to_thread.run_sync(migrate.current_revision, url)
     if before != migrate.SCHEMA_REVISION:  # else alembic has nothing to do: skip importing it
@@ -355,7 +379,8 @@ async def _open_stores(
     await db.open()
     stack.push_async_callback(db.close)
     head = migrate.SCHEMA_REVISION
-    return SQLiteJobStore(db), SQLiteModelStore(db), lambda: migrate.current_revision(url) == head
+    at_head = lambda: migrate.current_revision(url) == head  # noqa: E731
+    return SQLiteJobStore(db), SQLiteModelStore(db), SQLiteAliasStore(db), at_head
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

@@ -307,6 +307,7 @@ app.add_typer(token_app, name="token", rich_help_panel="Server")
 
 class Scope(enum.StrEnum):
     jobs = "jobs"
+    models_write = "models:write"
     admin = "admin"
 
 

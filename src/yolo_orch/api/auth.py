@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Sequence
+from typing import Annotated
 
 from fastapi import Depends, Request
 from starlette.datastructures import Headers
@@ -29,6 +30,10 @@ PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 DOCS_PATHS = frozenset({"/docs", "/redoc", "/openapi.json"})
 _GRANTED = "token_scopes"
 """Where `BearerAuth` leaves the scopes of a request's token, in the request's state."""
+_ACTOR = "token_actor"
+"""Where it leaves who the token is (`actor`)."""
+ANONYMOUS = "anonymous"
+"""Who a request is when the server has no tokens."""
 
 
 class TokenCheck:
@@ -57,20 +62,21 @@ class TokenCheck:
             (f"{ASSETS_URL}/", f"{UI_ASSETS_URL}/")
         )
 
-    def scopes(self, authorization: str) -> frozenset[Scope]:
-        """The scopes the token in an `Authorization` header grants; `Unauthorized` when there
-        is no bearer token or it is not one of ours."""
+    def scopes(self, authorization: str) -> tuple[frozenset[Scope], str]:
+        """The scopes the token in an `Authorization` header grants, and who it is (its name
+        in the config, else `token:` and the start of its hash); `Unauthorized` when there is
+        no bearer token or it is not one of ours."""
         kind, _, token = authorization.partition(" ")
         if kind.lower() != "bearer" or not token.strip():
             raise Unauthorized("a bearer token is required (Authorization: Bearer <token>)")
         digest = hashlib.sha256(token.strip().encode()).hexdigest()
         # Compare against every configured hash, so timing says nothing about which matched.
-        granted = frozenset(
-            entry.scope for entry in self._tokens if hmac.compare_digest(digest, entry.sha256)
-        )
-        if not granted:
+        matched = [entry for entry in self._tokens if hmac.compare_digest(digest, entry.sha256)]
+        if not matched:
             raise Unauthorized("the bearer token is not valid")
-        return granted
+        names = [entry.name for entry in matched if entry.name]
+        actor = names[0] if names else f"token:{digest[:12]}"
+        return frozenset(entry.scope for entry in matched), actor
 
 
 class BearerAuth:
@@ -86,11 +92,15 @@ class BearerAuth:
             path = scope["path"].removeprefix(scope.get("root_path", ""))
             if self._check.needs_token(path):
                 try:
-                    granted = self._check.scopes(Headers(scope=scope).get("authorization", ""))
+                    granted, actor = self._check.scopes(
+                        Headers(scope=scope).get("authorization", "")
+                    )
                 except Unauthorized as exc:
                     await error_response(exc)(scope, receive, send)
                     return
-                scope.setdefault("state", {})[_GRANTED] = granted
+                state = scope.setdefault("state", {})
+                state[_GRANTED] = granted
+                state[_ACTOR] = actor
         await self._app(scope, receive, send)
 
 
@@ -104,3 +114,24 @@ async def require_admin(request: Request) -> None:
 
 
 admin_scope = Depends(require_admin)
+
+
+async def require_models_write(request: Request) -> None:
+    """A dependency for the routes that move or delete model aliases: `models:write` or
+    `admin`."""
+    granted: frozenset[Scope] | None = getattr(request.state, _GRANTED, None)
+    if granted is not None and not granted & {Scope.MODELS_WRITE, Scope.ADMIN}:
+        raise Forbidden("this token's scope does not allow this; it needs 'models:write'")
+
+
+models_write_scope = Depends(require_models_write)
+
+
+async def actor_of(request: Request) -> str:
+    """Who asked (recorded with what it changed): the token's name, or `anonymous` when the
+    server has no tokens."""
+    actor: str = getattr(request.state, _ACTOR, ANONYMOUS)
+    return actor
+
+
+Actor = Annotated[str, Depends(actor_of)]

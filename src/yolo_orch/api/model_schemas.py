@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from yolo_orch.domain import MODEL_NAME_MAX_LENGTH, MODEL_NAME_PATTERN, Model
+from yolo_orch.domain.aliases import Alias, AliasMove
 from yolo_orch.domain.variants import Variant
 from yolo_orch.domain.views import model_view, variant_view
 
@@ -116,6 +117,91 @@ class VariantPublic(BaseModel):
 
 class ModelDetail(ModelPublic):
     variants: list[VariantPublic] = Field(description="Exported variants, newest first.")
+    aliases: list[str] = Field(
+        default_factory=list, description="The aliases (`name@alias`) that point to it now."
+    )
+
+
+class AliasSet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(
+        min_length=1,
+        max_length=264,
+        description="The model to point to: its id, its name, or another alias (`name@alias`: "
+        "the model that alias points to now).",
+    )
+    reason: str | None = Field(default=None, max_length=1000, description="Kept in the history.")
+    expected_model_id: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Move only if the alias points to this model now (compare-and-set): "
+        "otherwise 409 `alias_moved` and nothing moves. Null: no check.",
+    )
+
+
+class AliasRollback(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=1000, description="Kept in the history.")
+
+
+class AliasPublic(BaseModel):
+    ref: str = Field(description="`name@alias`: what a job's `model` names it by.")
+    name: str
+    alias: str
+    model_id: str
+    updated_at: datetime
+    updated_by: str = Field(
+        description="Who moved it last: the token's `name` (`token:<hash start>` for a token "
+        "without one), `anonymous` on a server without tokens, or `chain:<job id>`."
+    )
+
+    @classmethod
+    def of(cls, alias: Alias) -> AliasPublic:
+        return cls(
+            ref=str(alias.ref),
+            name=alias.name,
+            alias=alias.alias,
+            model_id=alias.model_id,
+            updated_at=alias.updated_at,
+            updated_by=alias.updated_by,
+        )
+
+
+class AliasMovePublic(BaseModel):
+    seq: int = Field(description="Increasing over all moves: the history's order.")
+    from_model_id: str | None = Field(description="Null: this move made the alias.")
+    to_model_id: str | None = Field(description="Null: this move deleted the alias.")
+    actor: str
+    reason: str | None
+    at: datetime
+
+    @classmethod
+    def of(cls, move: AliasMove) -> AliasMovePublic:
+        return cls(
+            seq=move.seq,
+            from_model_id=move.from_model_id,
+            to_model_id=move.to_model_id,
+            actor=move.actor,
+            reason=move.reason,
+            at=move.at,
+        )
+
+
+class AliasMoved(AliasPublic):
+    move: AliasMovePublic = Field(description="This move, as the history keeps it.")
+
+
+class AliasList(BaseModel):
+    aliases: list[AliasPublic] = Field(description="By name, then alias.")
+
+
+class AliasHistory(BaseModel):
+    moves: list[AliasMovePublic] = Field(description="Newest first.")
+    next_cursor: int | None = Field(
+        description="Pass as `cursor` for the older moves; null on the last page."
+    )
 
 
 class VariantImportFromPath(BaseModel):

@@ -120,14 +120,19 @@ async def list_models(services: ServicesDep) -> ModelList:
 @router.get(
     "/{ref}",
     response_model=ModelDetail,
-    summary="Get a model and its variants",
+    summary="Get a model, its variants and its aliases",
+    description="`ref`: the model's id or name, or an alias (`name@alias`: the model it points "
+    "to now).",
     responses=problem_responses(404),
 )
 async def get_model(ref: ModelRef, services: ServicesDep) -> ModelDetail:
     model = await services.models.get(ref)
     variants = await services.models.variants.list_for(model.id)
+    aliases = await services.models.aliases.pointing_to(model.id)
     return ModelDetail(
-        **ModelPublic.of(model).model_dump(), variants=[VariantPublic.of(v) for v in variants]
+        **ModelPublic.of(model).model_dump(),
+        variants=[VariantPublic.of(v) for v in variants],
+        aliases=[str(alias.ref) for alias in aliases],
     )
 
 
@@ -135,8 +140,9 @@ async def get_model(ref: ModelRef, services: ServicesDep) -> ModelDetail:
     "/{ref}",
     status_code=status.HTTP_204_NO_CONTENT,
     summary="Delete a model",
-    description="Refused (409) while queued or running jobs use it, and while it has variants "
-    "unless `cascade=true`, which deletes them with it.",
+    description="Refused (409) while queued or running jobs use it, while aliases point to it "
+    "(`model_has_aliases`), and while it has variants unless `cascade=true`, which deletes "
+    "them with it.",
     responses=problem_responses(403, 404, 409),
     dependencies=[admin_scope],
 )

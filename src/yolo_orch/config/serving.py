@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field
 class Scope(enum.StrEnum):
     JOBS = "jobs"
     """Submit, read and cancel jobs; read models and devices."""
+    MODELS_WRITE = "models:write"
+    """What `jobs` may, and moving and deleting model aliases (`name@alias`)."""
     ADMIN = "admin"
     """Everything: also importing and deleting models and variants, and deleting jobs."""
 

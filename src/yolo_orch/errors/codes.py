@@ -28,7 +28,10 @@ class ErrorCode(enum.StrEnum):
         "The client closed the connection before its body ended.",
     )
     UNAUTHORIZED = "unauthorized", "A bearer token is missing or is not one of the server's."
-    FORBIDDEN = "forbidden", "The token's scope does not allow this (it needs `admin`)."
+    FORBIDDEN = (
+        "forbidden",
+        "The token's scope does not allow this (it needs `admin`, or `models:write`).",
+    )
     CROSS_ORIGIN = "cross_origin", "A change asked for by a page of another site."
     NOT_FOUND = "not_found", "No route for this method and path."
     METHOD_NOT_ALLOWED = (
