@@ -358,7 +358,7 @@ def _create(
     if new.unique_key is not None and (same := _unique_match(new, now, conn)) is not None:
         return same, False
     pending = pending_dependencies(new, conn)
-    params = {**new_job_values(new, now), "max_queued": max_queued}
+    params = {**new_job_values(new, now), "blocked": bool(pending), "max_queued": max_queued}
     row = conn.execute(_INSERT_QUEUED, params).mappings().first()
     if row is not None:
         job = job_from_row(row)

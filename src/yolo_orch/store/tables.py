@@ -232,7 +232,7 @@ def new_job_values(new: NewJob, now: datetime) -> dict[str, Any]:
         "chain_id": new.chain_id,
         "unique_key": new.unique_key,
         "webhook": None if new.webhook is None else new.webhook.stored(),
-        "blocked": bool(new.after),
+        "blocked": bool(new.after),  # the store clears it for dependencies already ended
     }
 
 
