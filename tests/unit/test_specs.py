@@ -40,6 +40,12 @@ STORED: dict[JobKind, dict[str, Any]] = {
         ],
         "params": {"max_fps": 5.0, "imgsz": 640},
     },
+    JobKind.PROMOTE: {
+        "alias": "detector@production",
+        "candidate": "v-1",
+        "baseline": "v-2",
+        "params": {"gate": {"metric": "mAP50-95", "min": 0.5, "not_worse": True}},
+    },
 }
 
 
