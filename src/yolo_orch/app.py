@@ -27,6 +27,7 @@ from yolo_orch.api import (
     models,
     submit,
 )
+from yolo_orch.api import deliveries as deliveries_api
 from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api import streams as streams_api
@@ -46,6 +47,8 @@ from yolo_orch.dispatch.executor import Executor, ThreadExecutor
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.dispatch.run_limits import RunLimits
 from yolo_orch.domain.streams import AllowedHosts
+from yolo_orch.domain.webhook_hosts import WebhookHosts
+from yolo_orch.domain.webhook_routes import WebhookRoutes
 from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.files.images import limit_decoders
 from yolo_orch.files.inputs import InputLimits
@@ -69,11 +72,16 @@ from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
 from yolo_orch.store.memory_aliases import InMemoryAliasStore
+from yolo_orch.store.outbox import NO_OUTBOX, WebhookOutbox
+from yolo_orch.store.outbox_memory import MemoryOutbox
+from yolo_orch.store.outbox_sqlite import SQLiteOutbox
 from yolo_orch.store.sqlite import SQLiteJobStore
 from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.sqlite_models import SQLiteModelStore
 from yolo_orch.ui import install_ui
+from yolo_orch.webhooks.deliverer import Deliverer, RetryPolicy, Signer
+from yolo_orch.webhooks.transport import webhook_client
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +142,7 @@ def create_app(
     ):
         app.include_router(router)
     app.include_router(streams_api.router)
+    app.include_router(deliveries_api.router)
     # The last added runs first: HEAD becomes GET, then other sites' pages are answered
     # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and
     # pace, all before the app reads anything; event streams end when the server stops.
@@ -181,11 +190,12 @@ async def _start(
     job_logs = install_job_logs(settings.jobs_dir)
     stack.callback(remove_job_logs, job_logs)
 
-    durable_store, model_store, alias_store, migrations_at_head = await _open_stores(
+    durable_store, model_store, alias_store, migrations_at_head, outbox = await _open_stores(
         settings, stack
     )
     events = JobEvents()
     store = PublishingJobStore(durable_store, events)
+    webhook_hosts = settings.webhook_hosts()
     inspect = functools.partial(_inspect, settings.data_dir / "ultralytics")
     class_name_limits = ClassNameLimits(settings.max_class_names, settings.max_class_names_bytes)
     # Request-time file work gets its own threads: not the jobs', not anyio's default pool.
@@ -280,6 +290,7 @@ async def _start(
         no_exports=cluster is not None,
         on_cluster=cluster is not None,
         stream_hosts=AllowedHosts(tuple(settings.stream_allowed_hosts)),
+        check_webhook=webhook_hosts.check,  # none allowed without webhook_secrets
         stream_fps=max((lane.stream_fps for lane in lanes if lane.stream_slots), default=0.0),
     )
     await dispatcher.recover()
@@ -327,6 +338,9 @@ async def _start(
         sampling = asyncio.create_task(telemetry_history.run(), name="telemetry-history")
         stack.push_async_callback(_cancelled, sampling)
 
+    if outbox is not None:  # the deliverer stops after the drain below
+        await _deliver_webhooks(settings, webhook_hosts, outbox, stack)
+
     async def stop() -> None:
         await service.drain(settings.shutdown_grace_s)
         await dispatcher_task
@@ -352,6 +366,8 @@ async def _start(
         disk=disk,
         telemetry_history=telemetry_history,
         cluster=cluster,
+        webhook_hosts=webhook_hosts,
+        webhook_outbox=outbox,
     )
 
 
@@ -364,12 +380,14 @@ def _storage_places(settings: Settings) -> dict[str, Path]:
 
 async def _open_stores(
     settings: Settings, stack: AsyncExitStack
-) -> tuple[JobStore, ModelStore, AliasStore, Callable[[], bool]]:
+) -> tuple[JobStore, ModelStore, AliasStore, Callable[[], bool], WebhookOutbox | None]:
     """The job, model and alias stores on one shared database, closed once by `stack`."""
     if settings.database_url == MEMORY_DATABASE_URL:
         memory = InMemoryDatabase()
         models = InMemoryModelStore(memory)
-        return InMemoryJobStore(memory), models, InMemoryAliasStore(models), lambda: True
+        outbox = _webhook_outbox(settings, None)
+        jobs = InMemoryJobStore(memory, outbox or NO_OUTBOX)
+        return jobs, models, InMemoryAliasStore(models), lambda: True, outbox
     url = settings.sqlite_url
     before = await anyio.to_thread.run_sync(migrate.current_revision, url)
     if before != migrate.SCHEMA_REVISION:  # else alembic has nothing to do: skip importing it
@@ -380,7 +398,46 @@ async def _open_stores(
     stack.push_async_callback(db.close)
     head = migrate.SCHEMA_REVISION
     at_head = lambda: migrate.current_revision(url) == head  # noqa: E731
-    return SQLiteJobStore(db), SQLiteModelStore(db), SQLiteAliasStore(db), at_head
+    outbox = _webhook_outbox(settings, db)
+    job_store = SQLiteJobStore(db, outbox or NO_OUTBOX)
+    return job_store, SQLiteModelStore(db), SQLiteAliasStore(db), at_head, outbox
+
+
+def _webhook_outbox(settings: Settings, db: SQLiteDatabase | None) -> WebhookOutbox | None:
+    """Where the job stores keep webhook events; None when webhooks are off (no secret)."""
+    if not settings.webhook_secrets:
+        return None
+    routes = WebhookRoutes(settings.webhook_endpoints())
+    every_s = settings.webhook_progress_every_s
+    if db is None:
+        return MemoryOutbox(routes, every_s)
+    return SQLiteOutbox(db, routes, progress_every_s=every_s)
+
+
+async def _deliver_webhooks(
+    settings: Settings, hosts: WebhookHosts, outbox: WebhookOutbox, stack: AsyncExitStack
+) -> None:
+    """Start the deliverer (it reads what is pending, from before a restart too); `stack`
+    stops it, then closes its connections."""
+    client = webhook_client(
+        hosts,
+        connections=settings.webhook_concurrency,
+        timeout_s=settings.webhook_timeout_s,
+    )
+    stack.push_async_callback(client.aclose)
+    deliverer = Deliverer(
+        outbox,
+        client,
+        Signer(settings.webhook_signing_secrets()),
+        RetryPolicy(
+            settings.webhook_retry_for_s,
+            settings.webhook_retry_base_s,
+            settings.webhook_retry_max_s,
+        ),
+        concurrency=settings.webhook_concurrency,
+        timeout_s=settings.webhook_timeout_s,
+    )
+    stack.push_async_callback(_cancelled, asyncio.create_task(deliverer.run(), name="webhooks"))
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

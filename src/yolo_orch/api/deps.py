@@ -15,6 +15,7 @@ from yolo_orch.config import Settings
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.executor import ClusterView
 from yolo_orch.dispatch.lanes import Lanes
+from yolo_orch.domain.webhook_hosts import NO_WEBHOOK_HOSTS, WebhookHosts
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.jobs.notifications import JobEvents
 from yolo_orch.jobs.service import JobService
@@ -25,6 +26,7 @@ from yolo_orch.ops.telemetry import GpuTelemetry
 from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
+from yolo_orch.store.outbox import WebhookOutbox
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ class Services:
     """The live frames of running streams (their `frame` events)."""
     cluster: ClusterView | None = None
     """With `executor = "ray"`: the cluster's nodes and whether its head answers."""
+    webhook_hosts: WebhookHosts = NO_WEBHOOK_HOSTS
+    """Where webhooks may go: `check(url)` refuses a submission's (`webhook_not_allowed`)."""
+    webhook_outbox: WebhookOutbox | None = None
+    """The webhook events kept and their tries; None when webhooks are off (no secret)."""
 
 
 # Dependencies are async so FastAPI runs them on the loop, not in a worker thread each.

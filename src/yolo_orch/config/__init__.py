@@ -32,6 +32,7 @@ from yolo_orch.config.serving import (
     Token,
 )
 from yolo_orch.config.streams import LiveStreams
+from yolo_orch.config.webhooks import Webhooks
 from yolo_orch.config.work import (
     DEFAULT_BATCH_MAX_IMAGES,
     DEFAULT_TIMEOUTS_S,
@@ -60,6 +61,7 @@ class Settings(
     Security,
     ResultsRetentionDisk,
     LiveStreams,
+    Webhooks,
     Telemetry,
     RayCluster,
     BaseSettings,

@@ -80,14 +80,15 @@ class AllowedHosts:
         host = (parts.hostname or "").lower().rstrip(".")
         if not host:
             raise InvalidJob(f"source {shown!r} names no host", code=ErrorCode.SOURCE_NOT_ALLOWED)
-        if not self._allows(host):
+        if not self.allows(host):
             raise InvalidJob(
                 f"source {shown!r}: host {host!r} is not in stream_allowed_hosts (set "
                 "YOLO_ORCH_STREAM_ALLOWED_HOSTS to the cameras' names or networks)",
                 code=ErrorCode.SOURCE_NOT_ALLOWED,
             )
 
-    def _allows(self, host: str) -> bool:
+    def allows(self, host: str) -> bool:
+        """Whether `host` (lower case, an address without brackets) matches an entry."""
         address = _address(host)
         for raw in self.entries:
             entry = raw.lower().rstrip(".")
@@ -117,11 +118,11 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def check_allowed_hosts(entries: Sequence[str]) -> None:
-    """Refuse a `stream_allowed_hosts` entry that is none of a name, wildcard, address or
-    network (a typo would otherwise allow nothing, silently)."""
+def check_allowed_hosts(entries: Sequence[str], setting: str = "stream_allowed_hosts") -> None:
+    """Refuse an entry of `setting` that is none of a name, wildcard, address or network (a
+    typo would otherwise allow nothing, silently)."""
     for entry in entries:
         if "/" in entry:
             _network(entry)  # its ValueError names the entry
         elif not re.fullmatch(r"(\*\.)?[A-Za-z0-9_.-]+|[0-9A-Fa-f:.\[\]]+", entry):
-            raise ValueError(f"stream_allowed_hosts entry {entry!r} is not a host or network")
+            raise ValueError(f"{setting} entry {entry!r} is not a host or network")

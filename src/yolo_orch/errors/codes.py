@@ -226,6 +226,10 @@ class ErrorCode(enum.StrEnum):
         "source_not_allowed",
         "A stream source whose scheme or host `stream_allowed_hosts` does not allow.",
     )
+    WEBHOOK_NOT_ALLOWED = (
+        "webhook_not_allowed",
+        "A webhook URL whose scheme or host `webhook_allowed_hosts` does not allow.",
+    )
     NOT_A_STREAM = (
         "not_a_stream",
         "Asked a stream's frames (`since`) of a job of another kind.",
