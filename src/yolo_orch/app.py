@@ -70,8 +70,9 @@ from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.store import migrate
 from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import JobStore, ModelStore
-from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
+from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
 from yolo_orch.store.memory_aliases import InMemoryAliasStore
+from yolo_orch.store.memory_models import InMemoryModelStore
 from yolo_orch.store.outbox import NO_OUTBOX, WebhookOutbox
 from yolo_orch.store.outbox_memory import MemoryOutbox
 from yolo_orch.store.outbox_sqlite import SQLiteOutbox

@@ -16,8 +16,8 @@ from yolo_orch.domain import Model, NewModel
 from yolo_orch.errors import AliasMoved, AliasNotFound, ModelHasAliases, ModelNotFound
 from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import ModelStore
-from yolo_orch.store.memory import InMemoryModelStore
 from yolo_orch.store.memory_aliases import InMemoryAliasStore
+from yolo_orch.store.memory_models import InMemoryModelStore
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
 from yolo_orch.store.sqlite_models import SQLiteModelStore

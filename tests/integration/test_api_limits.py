@@ -25,7 +25,7 @@ from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.weights import CheckpointInfo
 from yolo_orch.runners.variant_check import check_on_cpu
-from yolo_orch.store.memory import InMemoryModelStore
+from yolo_orch.store.memory_models import InMemoryModelStore
 
 
 def cursor(text: str) -> str:

@@ -23,7 +23,8 @@ from yolo_orch.errors import (
     VariantNotFound,
 )
 from yolo_orch.store.base import JobStore, ModelStore
-from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
+from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
+from yolo_orch.store.memory_models import InMemoryModelStore
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.sqlite import SQLiteJobStore
 from yolo_orch.store.sqlite_models import SQLiteModelStore

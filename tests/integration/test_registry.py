@@ -17,7 +17,7 @@ from yolo_orch.errors import InvalidJob, ModelNameTaken, ModelNotFound, ModelUnu
 from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.weights import CheckpointInfo
 from yolo_orch.runners.variant_check import check_on_cpu
-from yolo_orch.store.memory import InMemoryModelStore
+from yolo_orch.store.memory_models import InMemoryModelStore
 
 WAIT = 0.3
 """How long a stalled store call waits for the other side of a race. With the registry's lock

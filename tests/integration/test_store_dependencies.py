@@ -19,7 +19,8 @@ from yolo_orch.domain.chains import Dependency
 from yolo_orch.domain.webhooks import WebhookEvent
 from yolo_orch.errors import DependencyFailed, DependencyNotFound, ErrorCode, QueueFull
 from yolo_orch.store.base import JobStore, ModelStore
-from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore, InMemoryModelStore
+from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
+from yolo_orch.store.memory_models import InMemoryModelStore
 from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.outbox import Outbox
 from yolo_orch.store.sqlite import SQLiteJobStore

@@ -15,7 +15,7 @@ from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.variant_store import VariantRegistry
 from yolo_orch.runners import inference
 from yolo_orch.runners.variant_check import check_on_cpu
-from yolo_orch.store.memory import InMemoryModelStore
+from yolo_orch.store.memory_models import InMemoryModelStore
 
 __all__ = ["host"]  # the fixture, shared with the export tests
 
