@@ -27,6 +27,7 @@ from yolo_orch.api import (
     models,
     submit,
 )
+from yolo_orch.api import chains as chains_api
 from yolo_orch.api import deliveries as deliveries_api
 from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
@@ -45,6 +46,7 @@ from yolo_orch.dispatch.batching import BatchPolicy
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.executor import Executor, ThreadExecutor
 from yolo_orch.dispatch.lanes import Lanes
+from yolo_orch.dispatch.model_refs import ModelRefs
 from yolo_orch.dispatch.run_limits import RunLimits
 from yolo_orch.domain.streams import AllowedHosts
 from yolo_orch.domain.webhook_hosts import WebhookHosts
@@ -62,6 +64,7 @@ from yolo_orch.ops.logs import install_job_logs, remove_job_logs
 from yolo_orch.ops.retention import Retention, RetentionRules
 from yolo_orch.ops.telemetry import GpuTelemetry
 from yolo_orch.registry.models import ModelRegistry
+from yolo_orch.registry.promotion import Promotions
 from yolo_orch.registry.weights import CheckpointInfo
 from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
@@ -144,6 +147,7 @@ def create_app(
         app.include_router(router)
     app.include_router(streams_api.router)
     app.include_router(deliveries_api.router)
+    app.include_router(chains_api.router)
     # The last added runs first: HEAD becomes GET, then other sites' pages are answered
     # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and
     # pace, all before the app reads anything; event streams end when the server stops.
@@ -265,7 +269,10 @@ async def _start(
         ),
         priority_aging_per_minute=settings.priority_aging_per_minute,
         shown_paths=server_paths(settings),
+        model_refs=ModelRefs(store, functools.partial(_model_id, models)),
+        head_runner=Promotions(store, models.aliases).run,
     )
+    store.on_released = dispatcher.wake  # jobs that waited for others may start now
     service = JobService(
         store,
         dispatcher,
@@ -439,6 +446,11 @@ async def _deliver_webhooks(
         timeout_s=settings.webhook_timeout_s,
     )
     stack.push_async_callback(_cancelled, asyncio.create_task(deliverer.run(), name="webhooks"))
+
+
+async def _model_id(models: ModelRegistry, ref: str) -> str:
+    """The id of the model `ref` names now (a dispatcher's resolution of `name@alias`)."""
+    return (await models.get(ref)).id
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:
