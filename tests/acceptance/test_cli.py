@@ -351,3 +351,29 @@ def test_help_documents_the_exit_codes() -> None:
     for code in ExitCode:
         assert f"{code.value}  {code.description}" in result.stdout
         assert f"  {code.value}  {code.description}" in (yolo_orch.cli.__doc__ or "")
+
+
+def test_chain_shows_a_chains_steps_and_cancels_what_has_not_run(
+    cli: Any, server_url: str
+) -> None:
+    body = {
+        "kind": "training",
+        "model": "sim",
+        "params": {"sim_seconds": 30},
+        "then": {"validate": {}, "export": {"formats": ["onnx"]}},
+    }
+    training = httpx.post(f"{server_url}/v1/jobs", json=body).json()
+
+    shown = cli("chain", training["id"])
+    assert shown.exit_code == ExitCode.OK, shown.output
+    for kind in ("training", "validation", "export"):
+        assert kind in shown.stdout
+
+    cancelled = cli("chain", training["id"], "--cancel", "--json")
+    chain = _json(cancelled)
+    assert [step["kind"] for step in chain["steps"]] == ["training", "validation", "export"]
+    assert [step["state"] for step in chain["steps"][1:]] == ["cancelled", "cancelled"]
+    ended = cli("wait", training["id"])
+    assert ended.exit_code == ExitCode.JOB_CANCELLED, ended.output
+    final = cli("chain", training["id"])
+    assert final.exit_code == ExitCode.JOB_CANCELLED, final.output

@@ -7,11 +7,10 @@ import contextlib
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, Field
 
 from yolo_orch.api.deps import JobServiceDep
 from yolo_orch.api.problems import problem_responses
-from yolo_orch.api.schemas import JobPublic
+from yolo_orch.api.schemas import ChainPublic, JobPublic
 from yolo_orch.domain import Job, JobFilter, JobKind, JobState
 from yolo_orch.errors import JobAlreadyFinished, JobNotFound
 from yolo_orch.jobs.service import JobService
@@ -21,19 +20,6 @@ router = APIRouter(prefix="/v1/chains", tags=["chains"])
 ChainId = Annotated[str, Path(description="The chain's id: its training's job id.", max_length=64)]
 _MOST_STEPS = 64
 """More than a chain can have: a training, a validation, 4 exports, a baseline, a promotion."""
-
-
-class ChainPublic(BaseModel):
-    id: str
-    state: Literal["queued", "running", "succeeded", "failed", "cancelled"] = Field(
-        description="running while any step runs (queued while all wait); once all ended: "
-        "succeeded if every step did, else failed if one failed, else cancelled."
-    )
-    promoted: bool | None = Field(
-        description="The promotion's outcome (its gate's figures are in its `result`); null "
-        "before it ran, or when the chain has none."
-    )
-    steps: list[JobPublic] = Field(description="The training first, then its steps in order.")
 
 
 @router.get(

@@ -115,6 +115,19 @@ class JobPublic(BaseModel):
         )
 
 
+class ChainPublic(BaseModel):
+    id: str
+    state: Literal["queued", "running", "succeeded", "failed", "cancelled"] = Field(
+        description="running while any step runs (queued while all wait); once all ended: "
+        "succeeded if every step did, else failed if one failed, else cancelled."
+    )
+    promoted: bool | None = Field(
+        description="The promotion's outcome (its gate's figures are in its `result`); null "
+        "before it ran, or when the chain has none."
+    )
+    steps: list[JobPublic] = Field(description="The training first, then its steps in order.")
+
+
 class JobList(BaseModel):
     jobs: list[JobPublic]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next (older) page.")

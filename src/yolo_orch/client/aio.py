@@ -22,6 +22,7 @@ from yolo_orch.client.follow import RECONNECT_BUDGET_S, STREAM_ENDED, Reconnects
 from yolo_orch.client.shapes import (
     IMAGE_RESULT,
     Artifact,
+    Chain,
     Devices,
     ImageResult,
     Job,
@@ -224,6 +225,13 @@ class AsyncClient(AsyncStreams):
 
     async def delete(self, job_id: str) -> None:
         await self._request("DELETE", wire.job_path(job_id))
+
+    async def chain(self, chain_id: str) -> Chain:
+        return Chain.model_validate(await self._json("GET", wire.chain_path(chain_id)))
+
+    async def cancel_chain(self, chain_id: str) -> Chain:
+        path = wire.chain_path(chain_id, "/cancel")
+        return Chain.model_validate(await self._json("POST", path))
 
     # results
 

@@ -19,6 +19,7 @@ from yolo_orch.api.model_schemas import LineagePublic as Lineage
 from yolo_orch.api.model_schemas import ModelDetail
 from yolo_orch.api.model_schemas import ModelPublic as Model
 from yolo_orch.api.model_schemas import VariantPublic as Variant
+from yolo_orch.api.schemas import ChainPublic as Chain
 from yolo_orch.api.schemas import ErrorPublic as JobError
 from yolo_orch.api.schemas import JobList
 from yolo_orch.api.schemas import JobPublic as Job
@@ -36,6 +37,7 @@ from yolo_orch.domain.stream_results import StreamFrame, StreamResultDetail
 
 __all__ = [
     "Artifact",
+    "Chain",
     "Devices",
     "ExportResultDetail",
     "ImageResult",

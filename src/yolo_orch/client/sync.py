@@ -21,6 +21,7 @@ from yolo_orch.client.follow import follow_events
 from yolo_orch.client.shapes import (
     IMAGE_RESULT,
     Artifact,
+    Chain,
     Devices,
     ImageResult,
     Job,
@@ -240,6 +241,14 @@ class Client(SyncStreams):
     def delete(self, job_id: str) -> None:
         """Delete a finished job's record and files."""
         self._request("DELETE", wire.job_path(job_id))
+
+    def chain(self, chain_id: str) -> Chain:
+        """A training's chain (`then`): its steps in order, its state, whether it promoted."""
+        return Chain.model_validate(self._json("GET", wire.chain_path(chain_id)))
+
+    def cancel_chain(self, chain_id: str) -> Chain:
+        """Cancel every step of the chain that has not ended."""
+        return Chain.model_validate(self._json("POST", wire.chain_path(chain_id, "/cancel")))
 
     # results
 

@@ -58,6 +58,10 @@ def job_path(job_id: str, tail: str = "") -> str:
     return f"/v1/jobs/{segment(job_id)}{tail}"
 
 
+def chain_path(chain_id: str, tail: str = "") -> str:
+    return f"/v1/chains/{segment(chain_id)}{tail}"
+
+
 def model_path(ref: str, tail: str = "") -> str:
     return f"/v1/models/{segment(ref)}{tail}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from yolo_orch.client import render
-from yolo_orch.client.commands import jobs, streams, submit
+from yolo_orch.client.commands import chains, jobs, streams, submit
 from yolo_orch.client.commands.common import AsJson, Token, Url, connect, out
 from yolo_orch.client.commands.registry import models_app, variants_app
 from yolo_orch.client.wire import DEFAULT_URL
@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         ("delete", jobs.delete),
         ("list", jobs.list_jobs),
         ("result", jobs.result),
+        ("chain", chains.chain),
     ):
         app.command(name, rich_help_panel="Jobs")(command)
     app.command("stream", rich_help_panel="Streams")(streams.stream)
