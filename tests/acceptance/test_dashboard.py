@@ -205,6 +205,31 @@ def test_a_training_job_page_draws_its_curves(
     screenshot(page, "job-training")
 
 
+def test_a_chain_steps_job_page_lists_the_chain_and_links_each_step(
+    context: BrowserContext, server: Server, api: httpx.Client
+) -> None:
+    chain_id = submit(
+        api,
+        kind="training",
+        model="sim",
+        params={"sim_seconds": 0.2},
+        then={"validate": {}, "export": {"formats": ["onnx"]}},
+    )
+    steps = api.get(f"/v1/chains/{chain_id}").json()["steps"]
+    page = signed_in(context, server)
+    page.goto(f"{server.url}/#/jobs/{steps[1]['id']}")  # the validation step
+    page.wait_for_selector("tr.current")
+    page.wait_for_function(
+        "document.querySelectorAll('section table [data-state=succeeded]').length === 3"
+    )
+    table = page.inner_text("table")
+    for kind in ("training", "validation", "export"):
+        assert kind in table
+    for step in steps:
+        assert page.locator(f"a[href='#/jobs/{step['id']}']").count() == 1
+    screenshot(page, "job-chain-step")
+
+
 def test_an_inference_job_page_shows_thumbnails_with_boxes(
     context: BrowserContext, server: Server
 ) -> None:

@@ -6,6 +6,7 @@ import { lineChart } from '../charts.js';
 import { definitionList, empty, fmtBytes, fmtDuration, fmtTime, h, progressBar, section, shortId, stateBadge } from '../dom.js';
 import { isTerminal } from '../meta.js';
 import { jobActions } from './actions.js';
+import { chainSection } from './chain.js';
 import { inferenceResults } from './results.js';
 import { streamCard } from './streams.js';
 
@@ -26,6 +27,7 @@ export function renderJob(main, jobId) {
   let shownFinished = false;
   let charts = null;
   let stream = null;
+  let chain = null;
   const refreshLog = throttle(async () => {
     try {
       const text = await (await request(`/v1/jobs/${jobId}/logs`)).text();
@@ -49,6 +51,10 @@ export function renderJob(main, jobId) {
       jobActions(job, { onDeleted: () => { window.location.hash = '#/jobs'; } }));
     facts.replaceChildren(parameters(job), timeline(job));
     if (job.error) facts.append(section('Error', definitionList([['code', job.error.code], ['message', job.error.message]])));
+    if (first && job.chain_id) {
+      chain = chainSection(job);
+      facts.after(chain.el);
+    }
     if (first && job.kind === 'training') {
       charts = trainingCharts(kindBox);
     }
@@ -95,11 +101,15 @@ export function renderJob(main, jobId) {
     controller.abort();
     charts?.destroy();
     stream?.dispose();
+    chain?.dispose();
   };
 }
 
 function parameters(job) {
   const entries = [['kind', job.kind], ['model', job.model], ['priority', job.priority], ['GPUs', job.gpus]];
+  // A model named by alias or by the job producing it: the one it ran, once it started.
+  if (job.model_id && job.model_id !== job.model) entries.push(['model id', job.model_id]);
+  if (job.waiting) entries.push(['waiting', 'for the jobs of its after / after_ok']);
   if (job.inputs) entries.push(['inputs', job.inputs.length > 6 ? `${job.inputs.slice(0, 6).join(', ')} … (${job.inputs.length})` : job.inputs.join(', ')]);
   if (job.sources) entries.push(['sources', job.sources.join(', ')]); // as the API gives them: redacted
   if (job.dataset) entries.push(['dataset', job.dataset]);
