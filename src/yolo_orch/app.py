@@ -449,7 +449,8 @@ async def _deliver_webhooks(
 
 
 async def _model_id(models: ModelRegistry, ref: str) -> str:
-    """The id of the model `ref` names now (a dispatcher's resolution of `name@alias`)."""
+    """The id of the model `ref` names now (a dispatcher's resolution of `name@alias`, and its
+    check that a chain's produced model is still there)."""
     return (await models.get(ref)).id
 
 

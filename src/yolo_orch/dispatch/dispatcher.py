@@ -19,7 +19,7 @@ from yolo_orch.dispatch.claims import Claims
 from yolo_orch.dispatch.executor import Executor
 from yolo_orch.dispatch.head_runs import HeadRunner, HeadRuns, no_head_runner
 from yolo_orch.dispatch.lanes import Lane, Lanes
-from yolo_orch.dispatch.model_refs import ModelRefs, no_aliases
+from yolo_orch.dispatch.model_refs import ModelRefs, no_models
 from yolo_orch.dispatch.queue_head import QueueHead
 from yolo_orch.dispatch.recovery import settle_left_running
 from yolo_orch.dispatch.run_limits import RunLimits
@@ -102,7 +102,7 @@ class Dispatcher:
         """Set once a sticky CUDA error has poisoned this process: the server must exit (and
         systemd restart it) for CUDA to work again."""
         self._watchdog = Watchdog(store, self._limits, self._runs, self.wake)
-        self._model_refs = model_refs or ModelRefs(store, no_aliases)
+        self._model_refs = model_refs or ModelRefs(store, no_models)
         self._head_runs = HeadRuns(store, head_runner or no_head_runner)
 
     @property

@@ -13,12 +13,12 @@ from yolo_orch.domain.chains import producer_of
 from yolo_orch.errors import ErrorCode, ModelNotFound, YoloOrchError
 from yolo_orch.store.base import JobStore
 
-ResolveAlias = Callable[[str], Awaitable[str]]
-"""`name@alias` -> the id of the model it points to now; raises (a `YoloOrchError`) when it
-points nowhere."""
+ResolveModel = Callable[[str], Awaitable[str]]
+"""A model reference (`name@alias`, a name or an id) -> the id of the registry model it names
+now; raises (a `YoloOrchError`) when it names none."""
 
 
-async def no_aliases(ref: str) -> str:
+async def no_models(ref: str) -> str:
     raise ModelNotFound(ref)
 
 
@@ -28,9 +28,9 @@ def is_deferred(model: str) -> bool:
 
 
 class ModelRefs:
-    def __init__(self, store: JobStore, resolve_alias: ResolveAlias) -> None:
+    def __init__(self, store: JobStore, resolve_model: ResolveModel) -> None:
         self._store = store
-        self._resolve_alias = resolve_alias
+        self._resolve_model = resolve_model
 
     async def at_start(self, jobs: Sequence[Job]) -> tuple[list[Job], list[tuple[Job, JobError]]]:
         """`jobs`, about to start together, each with the model its reference names now; and
@@ -56,11 +56,11 @@ class ModelRefs:
         producer = producer_of(ref)
         try:
             if producer is None:
-                return await self._resolve_alias(ref)
+                return await self._resolve_model(ref)
             job = await self._store.get(producer)
+            model_id = (job.result or {}).get("model_id")
+            if not isinstance(model_id, str):
+                return JobError(ErrorCode.MODEL_NOT_FOUND, f"job {producer} produced no model")
+            return await self._resolve_model(model_id)  # not deleted since
         except YoloOrchError as exc:
             return JobError(exc.code, exc.message)
-        model_id = (job.result or {}).get("model_id")
-        if not isinstance(model_id, str):
-            return JobError(ErrorCode.MODEL_NOT_FOUND, f"job {producer} produced no model")
-        return model_id
