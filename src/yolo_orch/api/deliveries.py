@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.problems import problem_responses
+from yolo_orch.domain.streams import redacted
 from yolo_orch.domain.webhooks import Delivery, DeliveryAttempt, DeliveryState, WebhookEvent
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -33,7 +34,7 @@ class AttemptPublic(BaseModel):
 
 class DeliveryPublic(BaseModel):
     id: str = Field(description="The `webhook-id` header: the same on every try.")
-    url: str
+    url: str = Field(description="Where it goes, with any password or token in it redacted.")
     event: WebhookEvent
     state: DeliveryState = Field(
         description="pending (tried again at `next_at`), delivered, or failed (given up after "
@@ -47,7 +48,7 @@ class DeliveryPublic(BaseModel):
     def of(cls, delivery: Delivery) -> DeliveryPublic:
         return cls(
             id=delivery.id,
-            url=delivery.url,
+            url=redacted(delivery.url),
             event=delivery.event,
             state=delivery.state,
             created_at=delivery.created_at,

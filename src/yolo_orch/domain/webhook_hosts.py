@@ -61,8 +61,13 @@ class WebhookHosts:
     def check(self, url: str) -> None:
         """Refuse (`webhook_not_allowed`) a URL that is not http(s) or whose host is not
         allowed, as written; the message shows the URL redacted."""
-        parts = urlsplit(url)
-        shown = redacted(url)
+        try:
+            parts = urlsplit(url)
+            shown = redacted(url)  # reads the port: refuses one out of range
+        except ValueError as exc:  # an unclosed [ipv6 address, a port past 65535
+            raise InvalidJob(
+                f"webhook URL is not one: {exc}", code=ErrorCode.WEBHOOK_NOT_ALLOWED
+            ) from None
         if parts.scheme.lower() not in WEBHOOK_SCHEMES:
             raise InvalidJob(
                 f"webhook {shown!r}: webhooks are sent to http or https URLs",

@@ -46,9 +46,12 @@ class Received:
 
 class WebhookReceiver:
     """Receives webhooks at `url` (127.0.0.1, a free port) while open; verifies them with
-    `secret`; answers 500 to the first `fail_first` tries of each message id, then 204."""
+    `secret`; answers 500 to the first `fail_first` tries of each message id, then 204. On
+    `port`, when given (a URL the server was told before the receiver listened)."""
 
-    def __init__(self, secret: str, *, fail_first: int = 0, path: str = "/hooks") -> None:
+    def __init__(
+        self, secret: str, *, fail_first: int = 0, path: str = "/hooks", port: int = 0
+    ) -> None:
         self._webhook = Webhook(secret)
         self._fail_first = fail_first
         self._path = path
@@ -56,7 +59,7 @@ class WebhookReceiver:
         self._tries: Counter[str] = Counter()
         self.received: list[Received] = []
         """Every request, in the order they came."""
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

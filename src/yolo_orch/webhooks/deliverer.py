@@ -26,6 +26,7 @@ import anyio
 import httpx
 from standardwebhooks import Webhook
 
+from yolo_orch.domain.streams import redacted
 from yolo_orch.domain.webhooks import (
     DeliveryAttempt,
     DeliveryState,
@@ -199,7 +200,7 @@ class Deliverer:
                 "webhook %s of job %s to %s given up after %d tries: %s",
                 event.event,
                 event.job_id,
-                event.url,
+                redacted(event.url),
                 attempts,
                 attempt.error,
             )
