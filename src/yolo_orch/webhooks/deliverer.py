@@ -38,6 +38,10 @@ from yolo_orch.store.outbox import WebhookOutbox
 
 log = logging.getLogger(__name__)
 
+MAX_ANSWER_BYTES = 64 << 10
+"""What is read of a receiver's answer: all of a small one, so its connection is kept for the
+next delivery; a larger one is cut off, and its connection closed."""
+
 Lane = tuple[str, str]
 """(job id, URL): the events that must arrive in order."""
 
@@ -106,6 +110,8 @@ class Deliverer:
         """Events in `_lanes`, at most `_room`."""
         self._last_seq = 0
         """The highest `seq` read: the next read takes the events after it."""
+        self._unread = True
+        """Events may have been committed since the last read (at the start: those pending)."""
         self._due: list[tuple[datetime, int, Lane]] = []
         """A heap of the lanes whose first event waits for its time (none in flight)."""
         self._sending: set[asyncio.Task[None]] = set()
@@ -115,7 +121,7 @@ class Deliverer:
     async def run(self) -> None:
         """Deliver until cancelled; then record the tries that ended (those in flight are
         sent again after a restart: at least once)."""
-        self._outbox.on_commit(self._wake.set)
+        self._outbox.on_commit(self._committed)
         try:
             while True:
                 self._wake.clear()
@@ -133,10 +139,17 @@ class Deliverer:
             if self._settled:
                 await self._outbox.settle(self._settled)
 
+    def _committed(self) -> None:
+        self._unread = True
+        self._wake.set()
+
     async def _read_new(self) -> None:
+        """Read what was committed since the last read, as far as there is room: only after a
+        commit, not at each try's end (a read costs a thread's database work)."""
         free = self._room - self._held
-        if free <= 0:
+        if free <= 0 or not self._unread:
             return
+        self._unread = False
         events = await self._outbox.pending(self._last_seq, free)
         for event in events:
             self._last_seq = event.seq
@@ -147,7 +160,7 @@ class Deliverer:
             if len(queue) == 1:
                 heapq.heappush(self._due, (event.next_at, event.seq, lane))
         if len(events) == free:
-            self._wake.set()  # there may be more: read again once room is made
+            self._unread = True  # there may be more: read again once room is made
 
     def _start_due(self) -> None:
         now = self._clock()
@@ -175,6 +188,7 @@ class Deliverer:
                     "POST", event.url, content=event.body, headers=headers
                 ) as response:
                     status_code = response.status_code
+                    await _drain(response)
         except TimeoutError:
             error = f"no answer within {self._timeout_s:g} s"
         except Exception as exc:  # what the receiver or the network did: recorded, tried again
@@ -233,3 +247,13 @@ class Deliverer:
                     log.exception("could not record %d webhook tries", len(batch))
         finally:
             self._recorder = None
+
+
+async def _drain(response: httpx.Response) -> None:
+    """Read (and drop) the answer's body, up to `MAX_ANSWER_BYTES`: httpx keeps a connection
+    for another request only once the answer before has been read to its end."""
+    read = 0
+    async for chunk in response.aiter_raw():
+        read += len(chunk)
+        if read > MAX_ANSWER_BYTES:
+            return
