@@ -255,3 +255,41 @@ async def test_a_server_without_webhooks_refuses_a_job_that_asks_for_one(
         response = await client.post("/v1/jobs", json=hooked("http://127.0.0.1:9/hooks"))
         problem = assert_problem(response, 422, "webhook_not_allowed")
         assert "webhook_secrets" in problem["detail"]
+
+
+async def test_the_events_of_a_deleted_job_are_forgotten_once_delivered(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    secret = new_secret()
+    settings = settings_factory(
+        database_url="", webhook_secrets=[secret], webhook_allowed_hosts=LOOPBACK
+    )
+    app = create_app(settings)
+    with WebhookReceiver(secret) as receiver:
+        async with serve(app) as client:
+            kept_id = (await client.post("/v1/jobs", json=hooked(receiver.url))).json()["id"]
+            gone_id = (await client.post("/v1/jobs", json=hooked(receiver.url))).json()["id"]
+            for job_id in (kept_id, gone_id):
+                await wait_terminal(client, job_id)
+            await until(
+                lambda: len([r for r in receiver.accepted() if r.event == "succeeded"]) == 2
+            )
+            outbox = app.state.services.webhook_outbox
+
+            async def all_delivered() -> None:
+                while True:
+                    found = [*await outbox.deliveries(kept_id), *await outbox.deliveries(gone_id)]
+                    if all(d.state == "delivered" for d in found):
+                        return
+                    await asyncio.sleep(0.02)
+
+            async with asyncio.timeout(10):
+                await all_delivered()
+            assert (await client.delete(f"/v1/jobs/{gone_id}")).status_code == 204
+            kept_before = await outbox.deliveries(kept_id)
+            gone_events = len(await outbox.deliveries(gone_id))
+            assert gone_events >= 3
+            assert await outbox.prune() == gone_events
+            assert await outbox.deliveries(gone_id) == []
+            assert await outbox.deliveries(kept_id) == kept_before
+            assert await outbox.prune() == 0

@@ -107,6 +107,11 @@ class WebhookOutbox(Outbox, ABC):
     async def deliveries(self, job_id: str) -> list[Delivery]:
         """The events kept for `job_id`, in order, each with its tries."""
 
+    async def prune(self) -> int:
+        """Forget the delivered and failed events of jobs that are gone (deleted, expired),
+        with their tries; how many. The memory outbox keeps them, as its store keeps jobs."""
+        return 0
+
 
 def new_event(
     job_id: str, url: str, event: WebhookEvent, payload: JsonObject, now: datetime

@@ -7,7 +7,7 @@ import functools
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, delete, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from yolo_orch.domain.webhook_routes import WebhookRoutes
@@ -15,6 +15,7 @@ from yolo_orch.domain.webhooks import Delivery, DeliveryAttempt, DeliveryState, 
 from yolo_orch.store.outbox import WebhookOutbox, delivery, outbox_event
 from yolo_orch.store.outbox_tables import WEBHOOK_ATTEMPTS, WEBHOOK_EVENTS
 from yolo_orch.store.sqlite_db import SQLiteDatabase
+from yolo_orch.store.tables import JOBS
 
 _INSERT_EVENTS = insert(WEBHOOK_EVENTS)
 _INSERT_ATTEMPTS = insert(WEBHOOK_ATTEMPTS)
@@ -27,6 +28,9 @@ _SETTLE = (
         next_at=bindparam("new_next_at"),
     )
 )
+_LAST_SEQ = select(func.max(WEBHOOK_EVENTS.c.seq))
+PRUNE_SLICE = 5000
+"""Events looked at by one write of `prune`."""
 _PENDING = (
     select(WEBHOOK_EVENTS)
     .where(
@@ -61,6 +65,30 @@ class SQLiteOutbox(WebhookOutbox):
 
     async def deliveries(self, job_id: str) -> list[Delivery]:
         return await self._db.read(functools.partial(_deliveries, job_id))
+
+    async def prune(self) -> int:
+        # In slices of `seq`, each a write of its own: no one write holds the writer long.
+        last = await self._db.read(lambda conn: conn.execute(_LAST_SEQ).scalar())
+        pruned = 0
+        for start in range(1, (last or 0) + 1, PRUNE_SLICE):
+            slice_ = functools.partial(_prune, start, start + PRUNE_SLICE)
+            pruned += await self._db.write(slice_, fails_clean=True, answer_before_fsync=True)
+        return pruned
+
+
+def _prune(start: int, stop: int, conn: Connection) -> int:
+    events = WEBHOOK_EVENTS.c
+    gone = select(events.id).where(
+        events.seq >= start,
+        events.seq < stop,
+        events.state != str(DeliveryState.PENDING),
+        ~exists().where(JOBS.c.id == events.job_id),
+    )
+    ids = list(conn.execute(gone).scalars())
+    if ids:
+        conn.execute(delete(WEBHOOK_ATTEMPTS).where(WEBHOOK_ATTEMPTS.c.event_id.in_(ids)))
+        conn.execute(delete(WEBHOOK_EVENTS).where(events.id.in_(ids)))
+    return len(ids)
 
 
 def _pending(params: dict[str, int], conn: Connection) -> list[OutboxEvent]:

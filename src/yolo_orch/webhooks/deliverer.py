@@ -92,6 +92,7 @@ class Deliverer:
         concurrency: int,
         timeout_s: float,
         buffered: int = 10_000,
+        prune_every_s: float = 600.0,
         clock: Callable[[], datetime] = utcnow,
         rng: random.Random | None = None,
     ) -> None:
@@ -102,6 +103,7 @@ class Deliverer:
         self._concurrency = concurrency
         self._timeout_s = timeout_s
         self._room = buffered
+        self._prune_every_s = prune_every_s
         self._clock = clock
         self._rng = rng or random.Random()
         self._wake = asyncio.Event()
@@ -122,6 +124,7 @@ class Deliverer:
         """Deliver until cancelled; then record the tries that ended (those in flight are
         sent again after a restart: at least once)."""
         self._outbox.on_commit(self._committed)
+        pruning = asyncio.create_task(self._prune_every(self._prune_every_s), name="webhook-prune")
         try:
             while True:
                 self._wake.clear()
@@ -129,15 +132,28 @@ class Deliverer:
                 self._start_due()
                 await self._sleep()
         finally:
+            pruning.cancel()
             self._outbox.on_commit(lambda: None)
             for task in self._sending:
                 task.cancel()
-            await asyncio.gather(*self._sending, return_exceptions=True)
+            await asyncio.gather(pruning, *self._sending, return_exceptions=True)
             with contextlib.suppress(asyncio.CancelledError):
                 if self._recorder is not None:
                     await asyncio.shield(self._recorder)
             if self._settled:
                 await self._outbox.settle(self._settled)
+
+    async def _prune_every(self, interval_s: float) -> None:
+        """Forget, now and then, the finished events of jobs deleted since (retention)."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                pruned = await self._outbox.prune()
+            except Exception:  # the next round tries again
+                log.exception("could not prune the webhook outbox")
+                continue
+            if pruned:
+                log.info("forgot %d delivered webhook events of deleted jobs", pruned)
 
     def _committed(self) -> None:
         self._unread = True
