@@ -229,6 +229,7 @@ async def _start(
         settings.stream_segments_kept,
         max_batch=batching.capacity,
     )
+    models.aliases.on_move(streams.aliases.moved)  # running streams switch model
     if runtime is None:
         runtime = await anyio.to_thread.run_sync(build_runtime, settings, models, streams)
     files = JobFiles(settings.jobs_dir, settings.max_result_bytes, settings.inline_result_bytes)

@@ -104,14 +104,15 @@ async def test_a_job_naming_an_unknown_alias_is_refused_at_submission(
 async def test_submission_checks_a_job_against_the_model_the_alias_points_to_now(
     client: httpx.AsyncClient,
 ) -> None:
-    await add_model(client, "detector-v1")
+    v1 = await add_model(client, "detector-v1")
     v2 = await add_model(client, "detector-v2")
     await put(client, PRODUCTION, model="detector-v1")
+    before = await client.get("/v1/models/detector@production")  # the registry keeps answers
     await put(client, PRODUCTION, model="detector-v2")
 
-    shown = await client.get("/v1/models/detector@production")
+    after = await client.get("/v1/models/detector@production")
 
-    assert shown.json()["id"] == v2.id
+    assert (before.json()["id"], after.json()["id"]) == (v1.id, v2.id)
 
 
 async def test_the_history_keeps_every_move_newest_first_and_pages(

@@ -30,6 +30,11 @@ class StreamFrame(_Shape):
         description='Zone entries and exits, line crossings: {"zone" or "line", "direction", '
         '"class", "track_id"}.',
     )
+    model_id: str | None = Field(
+        default=None,
+        description="The registry model that made it (a stream naming an alias switches to "
+        "the model the alias is moved to, between two frames); null for a runtime's own model.",
+    )
 
 
 class SourceCounters(_Shape):

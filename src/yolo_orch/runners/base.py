@@ -23,6 +23,9 @@ class RunContext:
     report_progress: Callable[[Progress], None]
     should_cancel: Callable[[], bool]
     """Ask at safe points (between images, batches or steps); raise `JobCancelled` when true."""
+    switch_model: Callable[[str], None] = lambda model_id: None
+    """Record that the job runs another registry model from now on (a stream whose alias
+    moved); from the worker thread, it must not block. Not given: not recorded."""
 
 
 class Runner(Protocol):

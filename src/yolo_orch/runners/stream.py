@@ -14,10 +14,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from yolo_orch.domain import JobResult, JsonObject, Progress
+from yolo_orch.domain.aliases import parse_alias_ref
 from yolo_orch.domain.specs import StreamSpec
 from yolo_orch.domain.streams import StreamHealth
 from yolo_orch.errors import JobCancelled, SourceLost
@@ -37,6 +38,7 @@ from yolo_orch.runners.stream_capture import (
 from yolo_orch.runners.stream_counts import Counts, Line, Seen, Zone
 from yolo_orch.runners.stream_hub import Follower, LoadModel, StreamHubs, StreamModel
 from yolo_orch.runners.stream_stats import SourceStats, latency_percentiles
+from yolo_orch.runners.stream_switch import AliasWatch, Switchboard
 
 if TYPE_CHECKING:
     from yolo_orch.runners.stream_capture import Pixels
@@ -64,6 +66,8 @@ class StreamOutputs:
     segment_s: float = 60.0
     segments_kept: int = 60
     max_batch: Callable[[str], int] = one_frame_a_pass
+    aliases: AliasWatch = field(default_factory=AliasWatch)
+    """Where the server tells running streams of alias moves (they switch model)."""
 
 
 class StreamRunner:
@@ -89,8 +93,11 @@ class StreamRunner:
         device = ctx.devices[0]
         segments = SegmentWriter(ctx.workdir, self._outputs.segment_s, self._outputs.segments_kept)
         session = _Session(ctx, params, segments, self._outputs.feed)
+        board = Switchboard(session, ctx.job.model_id)
         load = self._load(device, ctx, params)
-        hub = self.hubs.join(device, shared_pass_key(ctx.job), session, load)
+        board.active.hub = self.hubs.join(device, shared_pass_key(ctx.job), board.active, load)
+        alias = parse_alias_ref(ctx.job.model)
+        unfollow = None if alias is None else self._outputs.aliases.follow(str(alias), board.want)
         captures = [
             Capture(
                 index,
@@ -98,7 +105,7 @@ class StreamRunner:
                 source.name,
                 max_fps=params.max_fps,
                 give_up_s=params.reconnect_give_up_s,
-                on_frame=hub.frame_ready,
+                on_frame=board.frame_ready,
                 open_source=self._open_source,
             )
             for index, source in enumerate(spec.sources)
@@ -114,9 +121,13 @@ class StreamRunner:
         for capture in captures:
             capture.start()
         try:
-            self._watch(ctx, params, session)
+            self._watch(ctx, params, session, board)
         finally:
-            self.hubs.leave(hub, session)
+            if unfollow is not None:
+                unfollow()
+            for seat in (board.active, board.pending):
+                if seat is not None and seat.hub is not None:
+                    self.hubs.leave(seat.hub, seat)
             for capture in captures:
                 capture.stop()
             for capture in captures:  # each releases its source: none is left mid-read
@@ -125,11 +136,14 @@ class StreamRunner:
             self._outputs.feed.forget(ctx.job.id)
         return JobResult(summary=session.summary(), detail=session.detail(segments.names))
 
-    def _watch(self, ctx: RunContext, params: StreamParams, session: _Session) -> None:
+    def _watch(
+        self, ctx: RunContext, params: StreamParams, session: _Session, board: Switchboard
+    ) -> None:
         started = time.monotonic()
         while True:
             session.changed.wait(PROGRESS_EVERY_S)
             session.changed.clear()
+            self._switch(ctx, params, session, board)
             ctx.report_progress(session.progress())
             if session.error is not None:
                 raise session.error
@@ -145,6 +159,53 @@ class StreamRunner:
                 return
             if params.max_frames is not None and session.frames >= params.max_frames:
                 return
+
+    def _switch(
+        self, ctx: RunContext, params: StreamParams, session: _Session, board: Switchboard
+    ) -> None:
+        """Finish the switches the hubs made, and start the one an alias move asked for."""
+        for old, new in board.handed_over():
+            if old.hub is not None:
+                self.hubs.leave(old.hub, old)
+            session.model_id = new.model_id
+            if new.model_id is not None:
+                ctx.switch_model(new.model_id)
+            log.info(
+                "stream %s runs model %s from frame %d on",
+                ctx.job.id,
+                new.model_id,
+                session.frames + 1,
+                extra=for_job(ctx.job.id),
+            )
+        for seat, error in board.refused():
+            if seat.hub is not None:
+                self.hubs.leave(seat.hub, seat)
+            log.error(
+                "stream %s keeps model %s: model %s could not be loaded: %s",
+                ctx.job.id,
+                board.active.model_id,
+                seat.model_id,
+                error,
+                extra=for_job(ctx.job.id),
+            )
+        model_id = board.next_model()
+        if model_id is None:
+            return
+        job = replace(ctx.job, model_id=model_id)
+        try:  # resolving the model may ask the server: in this thread, never a hub's
+            load = self._load(ctx.devices[0], replace(ctx, job=job), params)
+        except Exception as error:
+            log.error(
+                "stream %s keeps model %s: model %s: %s",
+                ctx.job.id,
+                board.active.model_id,
+                model_id,
+                error,
+                extra=for_job(ctx.job.id),
+            )
+            return
+        seat = board.seat(model_id)
+        seat.hub = self.hubs.join(ctx.devices[0], shared_pass_key(job), seat, load)
 
 
 class _Session:
@@ -175,11 +236,13 @@ class _Session:
         self._closed = False
         self.changed = threading.Event()
         self.error: Exception | None = None
+        self.model_id = ctx.job.model_id
+        """The registry model its frames go through now."""
 
     def _new_counts(self) -> Counts:
         return Counts(self._zones, self._lines)
 
-    def take(self) -> list[Frame]:
+    def take_frames(self) -> list[Frame]:
         return [frame for capture in self.captures if (frame := capture.take()) is not None]
 
     def close(self) -> None:
@@ -188,12 +251,17 @@ class _Session:
             self._closed = True
             self._segments.close()
 
-    def processed(self, frame: Frame, result: object, model: StreamModel, shared: bool) -> None:
+    def write(
+        self, frame: Frame, result: object, model: StreamModel, shared: bool, model_id: str | None
+    ) -> None:
+        """`model_id`: the registry model `model` is (None for a runtime's own)."""
         with self._writing:
             if not self._closed:
-                self._process(frame, result, model, shared)
+                self._process(frame, result, model, shared, model_id)
 
-    def _process(self, frame: Frame, result: object, model: StreamModel, shared: bool) -> None:
+    def _process(
+        self, frame: Frame, result: object, model: StreamModel, shared: bool, model_id: str | None
+    ) -> None:
         follower = self._followers.get(frame.source)
         if follower is None:
             follower = self._followers[frame.source] = model.follower(self._params)
@@ -216,6 +284,7 @@ class _Session:
                 "height": int(height),
                 "detections": detections,
                 "events": events,
+                "model_id": model_id,
             }
         )
         stats = self._stats.get(frame.source)
@@ -280,6 +349,7 @@ class _Session:
             "fps_out": round(sum(s["fps_out"] for s in sources), 2),
             "latency_ms": latency_percentiles([ms for part in latencies for ms in part]),
             "shared_frames": self.shared_frames,
+            "model_id": self.model_id,
             "sources": sources,
             "counts": self._counts_shown(),
         }

@@ -116,13 +116,20 @@ class _Guest:
 
 class StreamHub:
     def __init__(
-        self, device: str, load: LoadModel, max_batch: int, on_pass: Callable[[BatchRecord], None]
+        self,
+        device: str,
+        load: LoadModel,
+        max_batch: int,
+        on_pass: Callable[[BatchRecord], None],
+        first: Attendee,
     ) -> None:
+        """`first`: attached before the thread starts, so that a load that fails at once
+        fails it too (it would else wait, attached to a stopped hub, for frames never taken)."""
         self.device = device
         self._load = load
         self._max_batch = max(1, max_batch)
         self._on_pass = on_pass
-        self._attendees: list[Attendee] = []
+        self._attendees: list[Attendee] = [first]
         self._guests: list[_Guest] = []
         self._changed = threading.Condition()
         self._frames_waiting = False
@@ -245,9 +252,10 @@ class StreamHubs:
         with self._lock:
             hub = self._hubs.get((device, key))
             if hub is None or hub.stopped:  # a hub whose model failed takes no one new
-                hub = StreamHub(device, load, self._max_batch(device), self._noted)
+                hub = StreamHub(device, load, self._max_batch(device), self._noted, attendee)
                 self._hubs[(device, key)] = hub
-            hub.attach(attendee)
+            else:
+                hub.attach(attendee)
             return hub
 
     def find(self, device: str, key: Hashable) -> StreamHub | None:
