@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import serve
 from tests.support.problems import assert_problem
 from yolo_orch.app import create_app
+from yolo_orch.client import ApiError, AsyncClient
 from yolo_orch.config import Settings
 from yolo_orch.domain import Model, NewModel
 from yolo_orch.ops.clock import utcnow
@@ -279,3 +280,29 @@ async def test_the_openapi_document_shows_the_alias_routes_and_their_refusals(
     assert "/v1/aliases" in paths
     problem = put_op["responses"]["409"]["content"]
     assert "application/problem+json" in problem
+
+
+async def test_the_async_client_moves_lists_and_reads_the_history(
+    client: httpx.AsyncClient,
+) -> None:
+    v1 = await add_model(client, "detector-v1")
+    v2 = await add_model(client, "detector-v2")
+    transport = httpx.ASGITransport(app=client._transport.app)  # type: ignore[attr-defined]
+    async with AsyncClient("http://localhost", transport=transport) as api:
+        await api.set_alias("detector", "production", "detector-v1")
+        moved = await api.set_alias("detector", "production", "detector-v2", reason="better")
+        with pytest.raises(ApiError) as refused:
+            await api.set_alias("detector", "production", v1.id, expected_model_id=v1.id)
+        back = await api.rollback_alias("detector", "production")
+        history = await api.alias_history("detector", "production", limit=2)
+        listed = await api.aliases("detector")
+        await api.delete_alias("detector", "production")
+        remaining = await api.aliases()
+
+    assert (moved.model_id, moved.move.from_model_id, moved.move.reason) == (v2.id, v1.id, "better")
+    assert refused.value.code == "alias_moved"
+    assert back.model_id == v1.id
+    assert [m.to_model_id for m in history.moves] == [v1.id, v2.id]
+    assert history.next_cursor is not None
+    assert [a.ref for a in listed] == ["detector@production"]
+    assert remaining == []

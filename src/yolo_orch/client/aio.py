@@ -17,6 +17,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from yolo_orch.client import wire
+from yolo_orch.client.aliases import AsyncAliases
 from yolo_orch.client.errors import ApiError
 from yolo_orch.client.follow import RECONNECT_BUDGET_S, STREAM_ENDED, Reconnects, job_event
 from yolo_orch.client.shapes import (
@@ -37,9 +38,10 @@ from yolo_orch.client.streams import AsyncStreams
 from yolo_orch.client.wire import Json
 
 
-class AsyncClient(AsyncStreams):
+class AsyncClient(AsyncStreams, AsyncAliases):
     """`async with AsyncClient(url, token) as client: job = await client.submit(...)`; stream
-    jobs' methods are `client.streams.AsyncStreams`'."""
+    jobs' methods are `client.streams.AsyncStreams`', model aliases'
+    `client.aliases.AsyncAliases`'."""
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ import typer
 
 from yolo_orch.client import render
 from yolo_orch.client.commands import chains, jobs, streams, submit
+from yolo_orch.client.commands.aliases import alias_app
 from yolo_orch.client.commands.common import AsJson, Token, Url, connect, out
 from yolo_orch.client.commands.registry import models_app, variants_app
 from yolo_orch.client.wire import DEFAULT_URL
@@ -31,6 +32,7 @@ def register(app: typer.Typer) -> None:
     app.command("snapshot", rich_help_panel="Streams")(streams.snapshot)
     app.add_typer(models_app, name="models", rich_help_panel="Host")
     app.add_typer(variants_app, name="variants", rich_help_panel="Host")
+    app.add_typer(alias_app, name="alias", rich_help_panel="Host")
     app.command(rich_help_panel="Host")(devices)
 
 
