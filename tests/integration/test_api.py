@@ -446,7 +446,15 @@ async def test_head_answers_every_get_route_like_get_without_a_body(
     job = (await client.post("/v1/jobs", json=sim_job())).json()
     await wait_terminal(client, job["id"])
     spec = (await client.get("/openapi.json")).json()
-    values = {"job_id": job["id"], "ref": "nope", "name": "nope", "index": 0, "variant_id": "x"}
+    values = {
+        "job_id": job["id"],
+        "ref": "nope",
+        "name": "nope",
+        "alias": "nope",
+        "chain_id": "nope",
+        "index": 0,
+        "variant_id": "x",
+    }
     paths = [
         path.format(**values)
         for path, operations in spec["paths"].items()
