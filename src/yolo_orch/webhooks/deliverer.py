@@ -42,6 +42,9 @@ MAX_ANSWER_BYTES = 64 << 10
 """What is read of a receiver's answer: all of a small one, so its connection is kept for the
 next delivery; a larger one is cut off, and its connection closed."""
 
+READ_AGAIN_S = 1.0
+"""After a failed read of the outbox, the wait before the next."""
+
 Lane = tuple[str, str]
 """(job id, URL): the events that must arrive in order."""
 
@@ -128,7 +131,12 @@ class Deliverer:
         try:
             while True:
                 self._wake.clear()
-                await self._read_new()
+                try:
+                    await self._read_new()
+                except Exception:  # the database's: what is pending stays so, read again
+                    log.exception("could not read the webhook outbox; trying again")
+                    self._unread = True
+                    await asyncio.sleep(READ_AGAIN_S)
                 self._start_due()
                 await self._sleep()
         finally:
@@ -196,7 +204,8 @@ class Deliverer:
     async def _send(self, lane: Lane, event: OutboxEvent) -> None:
         at = self._clock()
         started = time.perf_counter()
-        status_code, error = None, None
+        status_code: int | None = None
+        error = None
         try:
             with anyio.fail_after(self._timeout_s):
                 headers = self._signer.headers(event.id, at, event.body)
@@ -205,11 +214,10 @@ class Deliverer:
                 ) as response:
                     status_code = response.status_code
                     await _drain(response)
-        except TimeoutError:
-            error = f"no answer within {self._timeout_s:g} s"
         except Exception as exc:  # what the receiver or the network did: recorded, tried again
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if error is None and status_code is not None and not 200 <= status_code < 300:
+            if status_code is None:  # else the answer came: the rest is its body, dropped
+                error = _failure(exc, self._timeout_s)
+        if status_code is not None and not 200 <= status_code < 300:
             error = f"answered {status_code}"
         latency_ms = (time.perf_counter() - started) * 1000
         self._tried(
@@ -263,6 +271,12 @@ class Deliverer:
                     log.exception("could not record %d webhook tries", len(batch))
         finally:
             self._recorder = None
+
+
+def _failure(exc: Exception, timeout_s: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout_s:g} s"
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def _drain(response: httpx.Response) -> None:
