@@ -231,6 +231,15 @@ async def test_an_invalid_alias_or_body_is_refused_and_changes_nothing(
     assert (await client.get("/v1/aliases")).json()["aliases"] == []
 
 
+async def test_an_alias_to_an_unusable_model_is_refused(client: httpx.AsyncClient) -> None:
+    broken = await add_model(client, "detector-v1")
+    services = client._transport.app.state.services  # type: ignore[attr-defined]
+    await services.models.mark_unusable(broken.id)
+
+    assert_problem(await put(client, PRODUCTION, model=broken.id), 409, "model_unusable")
+    assert (await client.get("/v1/aliases")).json()["aliases"] == []
+
+
 async def test_an_alias_to_an_unknown_model_is_refused(client: httpx.AsyncClient) -> None:
     assert_problem(await put(client, PRODUCTION, model="nothing"), 404, "model_not_found")
 

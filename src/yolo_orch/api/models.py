@@ -35,7 +35,14 @@ _LOCATION: dict[str, Any] = {
     "schema": {"type": "string"},
 }
 
-ModelRef = Annotated[str, Path(description="The model's id or name.", max_length=200)]
+ModelRef = Annotated[
+    str,
+    Path(
+        description="The model's id or name, or an alias (`name@alias`: the model it points to "
+        "now).",
+        max_length=264,
+    ),
+]
 _IMPORT_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
