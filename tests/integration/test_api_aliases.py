@@ -315,3 +315,22 @@ async def test_the_async_client_moves_lists_and_reads_the_history(
     assert history.next_cursor is not None
     assert [a.ref for a in listed] == ["detector@production"]
     assert remaining == []
+
+
+async def test_aliases_are_kept_in_the_database_across_a_restart(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    settings = settings_factory(database_url="")  # SQLite under data_dir
+    async with serve(create_app(settings)) as client:
+        v1 = await add_model(client, "detector-v1")
+        await put(client, PRODUCTION, model="detector-v1", reason="first")
+        assert_problem(await client.delete(f"/v1/models/{v1.id}"), 409, "model_has_aliases")
+
+    async with serve(create_app(settings)) as client:
+        alias = (await client.get(PRODUCTION)).json()
+        history = (await client.get(f"{PRODUCTION}/history")).json()["moves"]
+        shown = (await client.get(f"/v1/models/{v1.id}")).json()
+
+    assert alias["model_id"] == v1.id
+    assert [(m["to_model_id"], m["reason"]) for m in history] == [(v1.id, "first")]
+    assert shown["aliases"] == ["detector@production"]
