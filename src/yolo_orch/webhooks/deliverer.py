@@ -227,12 +227,10 @@ class Deliverer:
     def _tried(self, lane: Lane, event: OutboxEvent, attempt: DeliveryAttempt) -> None:
         attempts = event.attempts + 1
         now = self._clock()
-        retry_at = (
-            None if attempt.error is None else self._retry.next_try(event, attempts, now, self._rng)
-        )
+        retry_at = None
         if attempt.error is None:
             state = DeliveryState.DELIVERED
-        elif retry_at is None:
+        elif (retry_at := self._retry.next_try(event, attempts, now, self._rng)) is None:
             state = DeliveryState.FAILED
             log.warning(
                 "webhook %s of job %s to %s given up after %d tries: %s",
@@ -248,8 +246,7 @@ class Deliverer:
         if self._recorder is None:
             self._recorder = asyncio.create_task(self._record())
         queue = self._lanes[lane]
-        if state is DeliveryState.PENDING:
-            assert retry_at is not None
+        if retry_at is not None:  # pending: the lane waits for it
             queue[0] = replace(event, attempts=attempts, next_at=retry_at)
         else:
             queue.popleft()
