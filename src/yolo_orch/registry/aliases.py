@@ -14,6 +14,7 @@ from yolo_orch.domain import Model
 from yolo_orch.domain.aliases import ANY_TARGET, Alias, AliasMove, Expected
 from yolo_orch.errors import (
     AliasHasNoPrevious,
+    AliasMoved,
     AliasNotFound,
     AliasTaskMismatch,
     ModelUnusable,
@@ -24,6 +25,9 @@ from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import ModelStore
 
 log = logging.getLogger(__name__)
+
+_TASK_CHECKS = 3
+"""Tries of a move whose alias another move keeps moving between its check and its write."""
 
 OnMove = Callable[[AliasMove], None]
 """Called on the event loop after a move or a delete has committed; must not block."""
@@ -66,20 +70,34 @@ class AliasRegistry:
         model = await self._lookup(model_ref)
         if not model.usable:
             raise ModelUnusable(model_ref)
-        current = await self._current_model(name, alias)
-        if current is not None and current.task != model.task:
-            raise AliasTaskMismatch(name, alias, current.task, model.task)
-        moved, move = await self._store.move(
-            name,
-            alias,
-            model.id,
-            actor=actor,
-            reason=reason,
-            now=self._now(),
-            expected_model_id=expected_model_id,
-        )
-        self._moved(move)
-        return moved, move
+        attempts = 0
+        while True:
+            attempts += 1
+            current = await self._current_model(name, alias)
+            if current is not None and current.task != model.task:
+                raise AliasTaskMismatch(name, alias, current.task, model.task)
+            # The task was checked against `current`: the move holds only if the alias still
+            # points there (a move in between is checked again; the caller's own expectation,
+            # if it has one, is never retried).
+            checked = expected_model_id
+            if checked is ANY_TARGET:
+                checked = None if current is None else current.id
+            try:
+                moved, move = await self._store.move(
+                    name,
+                    alias,
+                    model.id,
+                    actor=actor,
+                    reason=reason,
+                    now=self._now(),
+                    expected_model_id=checked,
+                )
+            except AliasMoved:
+                if expected_model_id is not ANY_TARGET or attempts == _TASK_CHECKS:
+                    raise
+                continue
+            self._moved(move)
+            return moved, move
 
     async def rollback(
         self, name: str, alias: str, *, actor: str, reason: str | None = None
