@@ -353,9 +353,7 @@ def test_help_documents_the_exit_codes() -> None:
         assert f"  {code.value}  {code.description}" in (yolo_orch.cli.__doc__ or "")
 
 
-def test_chain_shows_a_chains_steps_and_cancels_what_has_not_run(
-    cli: Any, server_url: str
-) -> None:
+def test_chain_shows_a_chains_steps_and_cancels_what_has_not_run(cli: Any, server_url: str) -> None:
     body = {
         "kind": "training",
         "model": "sim",

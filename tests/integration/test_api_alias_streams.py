@@ -81,8 +81,10 @@ async def test_a_stream_naming_an_alias_switches_model_when_the_alias_moves(
     assert [frame["seq"] for frame in seen] == list(range(1, len(seen) + 1))
     numbers = [frame["frame"] for frame in seen]
     assert numbers == sorted(numbers)  # one source, read on: never reopened, never reordered
-    async with asyncio.timeout(10):  # its progress says which model it runs now
+    async with asyncio.timeout(10):  # its progress and its record say which model it runs now
         while (await progress_detail(client, job_id)).get("model_id") != v2.id:
+            await asyncio.sleep(0.05)
+        while (await client.get(f"/v1/jobs/{job_id}")).json()["model_id"] != v2.id:
             await asyncio.sleep(0.05)
     assert (await client.post(f"/v1/jobs/{job_id}/cancel")).status_code in (200, 202)
     ended = await wait_terminal(client, job_id, deadline_s=20)

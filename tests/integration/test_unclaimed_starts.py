@@ -179,9 +179,11 @@ class LaggingReads(InMemoryJobStore):
     claim_s = 0.005
     lag_s = 0.02
 
-    async def claim(self, job_id: str, devices: tuple[str, ...], now: datetime) -> Job | None:
+    async def claim(
+        self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
+    ) -> Job | None:
         await asyncio.sleep(self.claim_s)
-        return await super().claim(job_id, devices, now)
+        return await super().claim(job_id, devices, now, model_id)
 
     async def next_queued(self, limit: int, order: QueueOrder | None = None) -> list[Job]:
         jobs = await super().next_queued(limit, order)

@@ -29,13 +29,12 @@ from yolo_orch.dispatch.runs import (
     OnBatch,
     Run,
     leave_running,
-    outcome_of,
+    outcomes_kept,
     run_context,
-    with_result_kept,
 )
 from yolo_orch.dispatch.watchdog import Watchdog
-from yolo_orch.domain import Job, JobError, JobState, Outcome, Progress, QueueOrder, claimed
-from yolo_orch.errors import ErrorCode, JobAlreadyFinished, RunLost
+from yolo_orch.domain import Job, JobError, Outcome, Progress, QueueOrder, claimed
+from yolo_orch.errors import ErrorCode, RunLost
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.shown_paths import ShownPaths
 from yolo_orch.kinds import KINDS
@@ -104,6 +103,8 @@ class Dispatcher:
         self._watchdog = Watchdog(store, self._limits, self._runs, self.wake)
         self._model_refs = model_refs or ModelRefs(store, no_models)
         self._head_runs = HeadRuns(store, head_runner or no_head_runner)
+        self._switches: set[asyncio.Task[None]] = set()
+        """Writes of the models running streams switched to (kept until done)."""
 
     @property
     def wedged(self) -> asyncio.Event:
@@ -300,13 +301,16 @@ class Dispatcher:
         claims = await self._claims.take(jobs, devices, utcnow())
         started = asyncio.get_running_loop().time()
         for job, claimed_job in zip(jobs, claims, strict=True):
-            run = self._runs[job.id]
             if claimed_job is None:
-                self._runs.pop(job.id, None)
-                self._lanes.unride(job.id, batch.lanes)
-                batch.runs.remove(run)
+                self._let_go(batch, job.id)
             else:
-                self._took(batch, run, claimed_job, started)
+                self._took(batch, self._runs[job.id], claimed_job, started)
+
+    def _let_go(self, batch: Batch, job_id: str) -> None:
+        """A registered job that will not run in `batch` after all."""
+        run = self._runs.pop(job_id)
+        self._lanes.unride(job_id, batch.lanes)
+        batch.runs.remove(run)
 
     def _claim_meanwhile(self, batch: Batch, jobs: list[Job]) -> asyncio.Task[set[str]]:
         """Take `jobs` (registered) into `batch` as their claims will make them, and claim them
@@ -424,21 +428,18 @@ class Dispatcher:
         """`jobs` (registered) with the models their references name now; those naming none
         fail (`model_not_found`) without a run and leave the batch."""
         ready, refused = await self._model_refs.at_start(jobs)
-        for job, error in refused:
-            run = self._runs.pop(job.id)
-            self._lanes.unride(job.id, batch.lanes)
-            batch.runs.remove(run)
+        for job, _ in refused:
+            self._let_go(batch, job.id)
             self._head.claimed({job.id})
-            log.warning("job %s: %s", job.id, error.message, extra=for_job(job.id))
-            with contextlib.suppress(JobAlreadyFinished):
-                await self._store.finish(job.id, Outcome(JobState.FAILED, error), utcnow())
+        await self._model_refs.fail(refused)
         return ready
 
     def _context(self, job: Job, run: Run) -> RunContext:
         devices = ", ".join(lane.id for lane in run.lanes)
         started = "job %s started on %s (attempt %d)"
         log.info(started, job.id, devices, job.attempt, extra=for_job(job.id))
-        return run_context(job, run, self._files.workdir(job.id), self._note_progress)
+        workdir = self._files.workdir(job.id)
+        return run_context(job, run, workdir, self._note_progress, self._note_model)
 
     async def _poisoned(self, culprit: str, error: JobError) -> None:
         """Admit nothing more, fail the other jobs running in this CUDA context, and say the
@@ -464,21 +465,21 @@ class Dispatcher:
         if any(_poisons(outcome) for outcome in raw):
             self._stopping = True  # before the turn goes back: nothing more may start here
         self._free_turn(batch)
-        if len(ctxs) == 1:  # the usual case, without the tasks of a gather
-            raw = [await with_result_kept(self._files, ctxs[0].job.id, raw[0])]
-        else:
-            raw = await asyncio.gather(
-                *(
-                    with_result_kept(self._files, ctx.job.id, outcome)
-                    for ctx, outcome in zip(ctxs, raw, strict=True)
-                )
-            )
-        return [
-            outcome
-            if isinstance(outcome, RunLost)
-            else outcome_of(self._runs[ctx.job.id], ctx.job.id, outcome, self._shown_paths)
-            for ctx, outcome in zip(ctxs, raw, strict=True)
-        ]
+        return await outcomes_kept(self._files, self._runs, ctxs, raw, self._shown_paths)
+
+    def _note_model(self, run: Run, model_id: str) -> None:
+        """Record the model a running job switched to (`JobStore.switch_model`)."""
+        if self._runs.get(run.job_id) is not run:
+            return
+        task = asyncio.create_task(self._record_model(run.job_id, model_id))
+        self._switches.add(task)
+        task.add_done_callback(self._switches.discard)
+
+    async def _record_model(self, job_id: str, model_id: str) -> None:
+        try:
+            await self._store.switch_model(job_id, model_id)
+        except Exception:  # the stream runs the new model whatever its record says
+            log.exception("could not record job %s's switch to model %s", job_id, model_id)
 
     def _note_progress(self, run: Run, progress: Progress) -> None:
         if self._runs.get(run.job_id) is run:  # not reported after the run ended or was left

@@ -47,9 +47,7 @@ class HeadRuns:
         try:
             ready, refused = await refs.at_start([job])
             if refused:
-                _, error = refused[0]
-                with contextlib.suppress(JobAlreadyFinished):
-                    await self._store.finish(job.id, Outcome(JobState.FAILED, error), utcnow())
+                await refs.fail(refused)
                 return
             job = ready[0]
             claimed = await self._store.claim(job.id, (), utcnow(), job.model_id)

@@ -5,13 +5,19 @@ are, with no read."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
-from yolo_orch.domain import Job, JobError
+from yolo_orch.domain import Job, JobError, JobState, Outcome
 from yolo_orch.domain.chains import producer_of
-from yolo_orch.errors import ErrorCode, ModelNotFound, YoloOrchError
+from yolo_orch.errors import ErrorCode, JobAlreadyFinished, ModelNotFound, YoloOrchError
+from yolo_orch.ops.clock import utcnow
+from yolo_orch.ops.logs import for_job
 from yolo_orch.store.base import JobStore
+
+log = logging.getLogger(__name__)
 
 ResolveModel = Callable[[str], Awaitable[str]]
 """A model reference (`name@alias`, a name or an id) -> the id of the registry model it names
@@ -51,6 +57,13 @@ class ModelRefs:
             else:
                 ready.append(replace(job, model_id=model_id))
         return ready, refused
+
+    async def fail(self, refused: Sequence[tuple[Job, JobError]]) -> None:
+        """End the jobs whose references named no model, failed with why, without a run."""
+        for job, error in refused:
+            log.warning("job %s: %s", job.id, error.message, extra=for_job(job.id))
+            with contextlib.suppress(JobAlreadyFinished):
+                await self._store.finish(job.id, Outcome(JobState.FAILED, error), utcnow())
 
     async def _resolve(self, ref: str) -> str | JobError:
         producer = producer_of(ref)

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import anyio.to_thread
 
 from yolo_orch.dispatch.lanes import Lane
 from yolo_orch.domain import Job, JobError, JobResult, JobState, Outcome, Progress
-from yolo_orch.errors import JobCancelled
+from yolo_orch.errors import JobCancelled, RunLost
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.shown_paths import ShownPaths
 from yolo_orch.ops.logs import for_job
@@ -66,9 +66,14 @@ seconds the batch waited for companions."""
 
 
 def run_context(
-    job: Job, run: Run, workdir: Path, note_progress: Callable[[Run, Progress], None]
+    job: Job,
+    run: Run,
+    workdir: Path,
+    note_progress: Callable[[Run, Progress], None],
+    note_model: Callable[[Run, str], None],
 ) -> RunContext:
-    """What the runner of `run` gets; its progress reports reach `note_progress` on this loop."""
+    """What the runner of `run` gets; its progress reports reach `note_progress`, and a switch
+    of model (a stream whose alias moved) `note_model`, on this loop."""
     loop = asyncio.get_running_loop()
 
     def report_progress(progress: Progress) -> None:  # called from the worker thread
@@ -76,12 +81,17 @@ def run_context(
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(note_progress, run, progress)
 
+    def switch_model(model_id: str) -> None:  # called from the worker thread
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(note_model, run, model_id)
+
     return RunContext(
         job=job,
         devices=tuple(lane.id for lane in run.lanes),
         workdir=workdir,
         report_progress=report_progress,
         should_cancel=run.cancel.is_set,
+        switch_model=switch_model,
     )
 
 
@@ -156,3 +166,29 @@ def _write_result(files: JobFiles, job_id: str, result: JobResult) -> BatchOutco
     except Exception as exc:
         return exc
     return result
+
+
+async def outcomes_kept(
+    files: JobFiles,
+    runs: Mapping[str, Run],
+    ctxs: Sequence[RunContext],
+    raw: Sequence[BatchOutcome],
+    shown: ShownPaths,
+) -> list[Outcome | RunLost]:
+    """What each of a batch's runs (`ctxs`) returned or raised (`raw`), as the outcome to record,
+    its result kept (`with_result_kept`); a lost run stays lost."""
+    if len(ctxs) == 1:  # the usual case, without the tasks of a gather
+        kept = [await with_result_kept(files, ctxs[0].job.id, raw[0])]
+    else:
+        kept = await asyncio.gather(
+            *(
+                with_result_kept(files, ctx.job.id, outcome)
+                for ctx, outcome in zip(ctxs, raw, strict=True)
+            )
+        )
+    return [
+        outcome
+        if isinstance(outcome, RunLost)
+        else outcome_of(runs[ctx.job.id], ctx.job.id, outcome, shown)
+        for ctx, outcome in zip(ctxs, kept, strict=True)
+    ]

@@ -26,11 +26,10 @@ from yolo_orch.domain import (
     Page,
 )
 from yolo_orch.domain.streams import NO_HOSTS, AllowedHosts
+from yolo_orch.domain.webhook_hosts import NO_WEBHOOK_HOSTS
 from yolo_orch.errors import (
     ArtifactNotFound,
-    ErrorCode,
     FramesNotFound,
-    InvalidJob,
     ModelNotFound,
     ModelUnusable,
     NoResult,
@@ -67,13 +66,6 @@ _PROVIDED_NAMES = 256
 """Model names whose answer from the runtime `JobService` keeps."""
 
 
-def refuse_webhooks(url: str) -> None:
-    """A server with no webhook secret sends no webhooks: it could not sign them."""
-    raise InvalidJob(
-        "this server sends no webhooks: it has no `webhook_secrets`", code=ErrorCode.INVALID_INPUT
-    )
-
-
 class JobService:
     def __init__(
         self,
@@ -99,7 +91,7 @@ class JobService:
         on_cluster: bool = False,
         stream_hosts: AllowedHosts = NO_HOSTS,
         stream_fps: float = 0.0,
-        check_webhook: Callable[[str], None] = refuse_webhooks,
+        check_webhook: Callable[[str], None] = NO_WEBHOOK_HOSTS.check,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from

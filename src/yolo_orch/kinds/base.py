@@ -19,10 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from yolo_orch.domain import SIM_MODEL, Job, JobKind, NewJob
 from yolo_orch.domain.chains import MAX_DEPENDENCIES, Dependency
 from yolo_orch.domain.specs import JobSpec
-from yolo_orch.domain.webhooks import COMPLETED, TERMINAL_EVENTS, WebhookEvent, WebhookTarget
+from yolo_orch.domain.webhooks import WebhookEvent, WebhookTarget, events_of
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
 from yolo_orch.params.chains import ThenSteps
-from yolo_orch.params.common import SIM_FIELDS, JobParams, SimulatedParams
+from yolo_orch.params.common import SIM_FIELDS, JobParams
 
 
 class WebhookRequest(BaseModel):
@@ -41,10 +41,7 @@ class WebhookRequest(BaseModel):
     )
 
     def target(self) -> WebhookTarget:
-        wanted: set[WebhookEvent] = set()
-        for event in self.events:
-            wanted |= TERMINAL_EVENTS if event == COMPLETED else {WebhookEvent(event)}
-        return WebhookTarget(self.url, frozenset(wanted))
+        return WebhookTarget(self.url, events_of(self.events))
 
 
 class JobRequest(BaseModel):
@@ -86,8 +83,9 @@ class JobRequest(BaseModel):
 
     @model_validator(mode="after")
     def _simulated_fields_need_sim_model(self) -> JobRequest:
-        params: SimulatedParams = getattr(self, "params")  # noqa: B009 - every kind's has it
-        used = [name for name in SIM_FIELDS if getattr(params, name) is not None]
+        params: JobParams = getattr(self, "params")  # noqa: B009 - every kind's has it
+        # A kind that never runs on a lane (promote) has no simulated fields.
+        used = [name for name in SIM_FIELDS if getattr(params, name, None) is not None]
         if used and self.model != SIM_MODEL:
             raise ValueError(f"{', '.join(used)} apply to model {SIM_MODEL!r} only")
         return self

@@ -9,12 +9,13 @@ from typing import Literal
 from pydantic import Field
 
 from yolo_orch.domain import JobKind
+from yolo_orch.domain.aliases import ALIAS_REF_PATTERN
 from yolo_orch.domain.results import PromoteResultDetail
 from yolo_orch.domain.specs import PromoteSpec
 from yolo_orch.errors import ErrorCode, InvalidJob
 from yolo_orch.kinds.base import JobRequest, Kind
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
-from yolo_orch.params.chains import ALIAS_REF_PATTERN, PromoteParams
+from yolo_orch.params.chains import PromoteParams
 
 
 class PromoteJobCreate(JobRequest):

@@ -7,13 +7,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from yolo_orch.domain.aliases import ALIAS_REF_PATTERN
 from yolo_orch.domain.chains import Gate
 from yolo_orch.params.common import JobParams, StrictParams
 from yolo_orch.params.export import ExportFormatParam
 from yolo_orch.params.validation import ValidationParams
-
-ALIAS_REF_PATTERN = r"^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*@[a-z0-9][a-z0-9._-]{0,62}$"
-"""`name@alias`: a model name (`domain.MODEL_NAME_PATTERN`), `@`, an alias."""
 
 
 class GateParams(StrictParams):

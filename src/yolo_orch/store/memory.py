@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from yolo_orch.domain import (
     Job,
@@ -36,7 +36,6 @@ from yolo_orch.errors import (
     ModelNotFound,
     QueueFull,
 )
-from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.memory_deps import Waits, pending_dependencies, release_dependents
 from yolo_orch.store.outbox import NO_OUTBOX, Outbox
@@ -218,7 +217,7 @@ class InMemoryJobStore(JobStore):
         job = await self.get(job_id)
         if job.state is JobState.RUNNING:
             job = self._put(replace(job, progress=progress))
-            self._notify(self._outbox.record(None, job, WebhookEvent.PROGRESS, utcnow()))
+            self._notify(self._outbox.record(None, job, WebhookEvent.PROGRESS, datetime.now(UTC)))
 
     async def switch_model(self, job_id: str, model_id: str) -> None:
         job = await self.get(job_id)

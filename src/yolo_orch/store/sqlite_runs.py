@@ -4,7 +4,7 @@ transaction), and what recovery or a requeue make of a run that ended without on
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import BindParameter, String, bindparam, func, select, update
@@ -15,7 +15,6 @@ from sqlalchemy.sql.dml import Update
 from yolo_orch.domain import Job, JobState, Outcome, Progress, after_interruption
 from yolo_orch.domain.webhooks import WebhookEvent
 from yolo_orch.errors import JobAlreadyFinished
-from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.job_rows import (
     ACTIVE,
     QUEUED,
@@ -99,7 +98,7 @@ def set_progress(job_id: str, progress: Progress, outbox: Outbox, conn: Connecti
         return False
     if not outbox.active:
         return False
-    return outbox.record(conn, job_from_row(row), WebhookEvent.PROGRESS, utcnow())
+    return outbox.record(conn, job_from_row(row), WebhookEvent.PROGRESS, datetime.now(UTC))
 
 
 def switch_model(job_id: str, model_id: str, conn: Connection) -> None:
