@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
@@ -41,7 +40,7 @@ from yolo_orch.api.origins import EXPOSED_HEADERS, SameOrigin, host_names
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
 from yolo_orch.api.prometheus import ConnectionCounts, Metrics
 from yolo_orch.api.protocol import HeadAsGet
-from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings, server_paths
+from yolo_orch.config import Settings, server_paths
 from yolo_orch.dispatch.batching import BatchPolicy
 from yolo_orch.dispatch.dispatcher import Dispatcher
 from yolo_orch.dispatch.executor import Executor, ThreadExecutor
@@ -49,8 +48,6 @@ from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.dispatch.model_refs import ModelRefs
 from yolo_orch.dispatch.run_limits import RunLimits
 from yolo_orch.domain.streams import AllowedHosts
-from yolo_orch.domain.webhook_hosts import WebhookHosts
-from yolo_orch.domain.webhook_routes import WebhookRoutes
 from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.files.images import limit_decoders
 from yolo_orch.files.inputs import InputLimits
@@ -70,22 +67,8 @@ from yolo_orch.runners.base import Runtime
 from yolo_orch.runners.simulated import SimulatedRuntime
 from yolo_orch.runners.stream import StreamOutputs
 from yolo_orch.runners.variant_check import check_on_cpu
-from yolo_orch.store import migrate
-from yolo_orch.store.aliases import AliasStore
-from yolo_orch.store.base import JobStore, ModelStore
-from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
-from yolo_orch.store.memory_aliases import InMemoryAliasStore
-from yolo_orch.store.memory_models import InMemoryModelStore
-from yolo_orch.store.outbox import NO_OUTBOX, WebhookOutbox
-from yolo_orch.store.outbox_memory import MemoryOutbox
-from yolo_orch.store.outbox_sqlite import SQLiteOutbox
-from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
-from yolo_orch.store.sqlite_db import SQLiteDatabase
-from yolo_orch.store.sqlite_models import SQLiteModelStore
 from yolo_orch.ui import install_ui
-from yolo_orch.webhooks.deliverer import Deliverer, RetryPolicy, Signer
-from yolo_orch.webhooks.transport import webhook_client
+from yolo_orch.wiring import cancelled, deliver_webhooks, open_stores, storage_places
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +178,7 @@ async def _start(
     job_logs = install_job_logs(settings.jobs_dir)
     stack.callback(remove_job_logs, job_logs)
 
-    durable_store, model_store, alias_store, migrations_at_head, outbox = await _open_stores(
+    durable_store, model_store, alias_store, migrations_at_head, outbox = await open_stores(
         settings, stack
     )
     events = JobEvents()
@@ -306,10 +289,10 @@ async def _start(
     if cluster is not None:
         cluster.watcher.on_change = dispatcher.wake
         stack.push_async_callback(
-            _cancelled, asyncio.create_task(cluster.watcher.run(), name="ray-nodes")
+            cancelled, asyncio.create_task(cluster.watcher.run(), name="ray-nodes")
         )
         stack.push_async_callback(
-            _cancelled, asyncio.create_task(cluster.telemetry.run(), name="ray-telemetry")
+            cancelled, asyncio.create_task(cluster.telemetry.run(), name="ray-telemetry")
         )
     dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
     retention = Retention(
@@ -326,11 +309,11 @@ async def _start(
     retention_task = asyncio.create_task(
         retention.run(settings.retention_interval_s), name="retention"
     )
-    stack.push_async_callback(_cancelled, retention_task)
-    disk = DiskGuard(_storage_places(settings), settings.min_free_bytes, free_space)
+    stack.push_async_callback(cancelled, retention_task)
+    disk = DiskGuard(storage_places(settings), settings.min_free_bytes, free_space)
     await disk.check()  # the first look, before any submission
     disk_task = asyncio.create_task(disk.run(settings.disk_check_interval_s), name="disk-guard")
-    stack.push_async_callback(_cancelled, disk_task)
+    stack.push_async_callback(cancelled, disk_task)
     if telemetry is not None and any(lane.gpu_index is not None for lane in lanes):
         watcher = asyncio.create_task(
             watch_gpu_health(lanes, telemetry, dispatcher, settings.gpu_health_interval_s),
@@ -345,10 +328,10 @@ async def _start(
     )
     if telemetry_history.enabled:
         sampling = asyncio.create_task(telemetry_history.run(), name="telemetry-history")
-        stack.push_async_callback(_cancelled, sampling)
+        stack.push_async_callback(cancelled, sampling)
 
     if outbox is not None:  # the deliverer stops after the drain below
-        await _deliver_webhooks(settings, webhook_hosts, outbox, stack)
+        await deliver_webhooks(settings, webhook_hosts, outbox, stack)
 
     async def stop() -> None:
         await service.drain(settings.shutdown_grace_s)
@@ -380,85 +363,10 @@ async def _start(
     )
 
 
-def _storage_places(settings: Settings) -> dict[str, Path]:
-    places = {"data_dir": settings.data_dir, "models_dir": settings.models_dir}
-    if settings.database_url != MEMORY_DATABASE_URL:
-        places["database"] = Path(settings.sqlite_url.removeprefix(SQLITE_URL_PREFIX)).parent
-    return places
-
-
-async def _open_stores(
-    settings: Settings, stack: AsyncExitStack
-) -> tuple[JobStore, ModelStore, AliasStore, Callable[[], bool], WebhookOutbox | None]:
-    """The job, model and alias stores on one shared database, closed once by `stack`."""
-    if settings.database_url == MEMORY_DATABASE_URL:
-        memory = InMemoryDatabase()
-        models = InMemoryModelStore(memory)
-        outbox = _webhook_outbox(settings, None)
-        jobs = InMemoryJobStore(memory, outbox or NO_OUTBOX)
-        return jobs, models, InMemoryAliasStore(models), lambda: True, outbox
-    url = settings.sqlite_url
-    before = await anyio.to_thread.run_sync(migrate.current_revision, url)
-    if before != migrate.SCHEMA_REVISION:  # else alembic has nothing to do: skip importing it
-        await anyio.to_thread.run_sync(migrate.upgrade_to_head, url)
-        log.info("database schema migrated from %s to %s", before, migrate.SCHEMA_REVISION)
-    db = SQLiteDatabase(url)
-    await db.open()
-    stack.push_async_callback(db.close)
-    head = migrate.SCHEMA_REVISION
-    at_head = lambda: migrate.current_revision(url) == head  # noqa: E731
-    outbox = _webhook_outbox(settings, db)
-    job_store = SQLiteJobStore(db, outbox or NO_OUTBOX)
-    return job_store, SQLiteModelStore(db), SQLiteAliasStore(db), at_head, outbox
-
-
-def _webhook_outbox(settings: Settings, db: SQLiteDatabase | None) -> WebhookOutbox | None:
-    """Where the job stores keep webhook events; None when webhooks are off (no secret)."""
-    if not settings.webhook_secrets:
-        return None
-    routes = WebhookRoutes(settings.webhook_endpoints())
-    every_s = settings.webhook_progress_every_s
-    if db is None:
-        return MemoryOutbox(routes, every_s)
-    return SQLiteOutbox(db, routes, progress_every_s=every_s)
-
-
-async def _deliver_webhooks(
-    settings: Settings, hosts: WebhookHosts, outbox: WebhookOutbox, stack: AsyncExitStack
-) -> None:
-    """Start the deliverer (it reads what is pending, from before a restart too); `stack`
-    stops it, then closes its connections."""
-    client = webhook_client(
-        hosts,
-        connections=settings.webhook_concurrency,
-        timeout_s=settings.webhook_timeout_s,
-    )
-    stack.push_async_callback(client.aclose)
-    deliverer = Deliverer(
-        outbox,
-        client,
-        Signer(settings.webhook_signing_secrets()),
-        RetryPolicy(
-            settings.webhook_retry_for_s,
-            settings.webhook_retry_base_s,
-            settings.webhook_retry_max_s,
-        ),
-        concurrency=settings.webhook_concurrency,
-        timeout_s=settings.webhook_timeout_s,
-    )
-    stack.push_async_callback(_cancelled, asyncio.create_task(deliverer.run(), name="webhooks"))
-
-
 async def _model_id(models: ModelRegistry, ref: str) -> str:
     """The id of the model `ref` names now (a dispatcher's resolution of `name@alias`, and its
     check that a chain's produced model is still there)."""
     return (await models.get(ref)).id
-
-
-async def _cancelled(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 async def watch_gpu_health(

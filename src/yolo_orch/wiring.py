@@ -1,0 +1,111 @@
+"""The app's longer-lived parts that its lifespan opens and closes through one exit stack: the
+stores on their database (migrated first), the webhook outbox and its deliverer, and the
+background tasks' cancellation. Wiring only: `app.py` decides what runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings
+from yolo_orch.domain.webhook_hosts import WebhookHosts
+from yolo_orch.domain.webhook_routes import WebhookRoutes
+from yolo_orch.store import migrate
+from yolo_orch.store.aliases import AliasStore
+from yolo_orch.store.base import JobStore, ModelStore
+from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
+from yolo_orch.store.memory_aliases import InMemoryAliasStore
+from yolo_orch.store.memory_models import InMemoryModelStore
+from yolo_orch.store.outbox import NO_OUTBOX, WebhookOutbox
+from yolo_orch.store.outbox_memory import MemoryOutbox
+from yolo_orch.store.outbox_sqlite import SQLiteOutbox
+from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
+from yolo_orch.store.sqlite_db import SQLiteDatabase
+from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.webhooks.deliverer import Deliverer, RetryPolicy, Signer
+from yolo_orch.webhooks.transport import webhook_client
+
+log = logging.getLogger(__name__)
+
+
+def storage_places(settings: Settings) -> dict[str, Path]:
+    places = {"data_dir": settings.data_dir, "models_dir": settings.models_dir}
+    if settings.database_url != MEMORY_DATABASE_URL:
+        places["database"] = Path(settings.sqlite_url.removeprefix(SQLITE_URL_PREFIX)).parent
+    return places
+
+
+async def open_stores(
+    settings: Settings, stack: AsyncExitStack
+) -> tuple[JobStore, ModelStore, AliasStore, Callable[[], bool], WebhookOutbox | None]:
+    """The job, model and alias stores on one shared database, closed once by `stack`."""
+    if settings.database_url == MEMORY_DATABASE_URL:
+        memory = InMemoryDatabase()
+        models = InMemoryModelStore(memory)
+        outbox = webhook_outbox(settings, None)
+        jobs = InMemoryJobStore(memory, outbox or NO_OUTBOX)
+        return jobs, models, InMemoryAliasStore(models), lambda: True, outbox
+    url = settings.sqlite_url
+    before = await anyio.to_thread.run_sync(migrate.current_revision, url)
+    if before != migrate.SCHEMA_REVISION:  # else alembic has nothing to do: skip importing it
+        await anyio.to_thread.run_sync(migrate.upgrade_to_head, url)
+        log.info("database schema migrated from %s to %s", before, migrate.SCHEMA_REVISION)
+    db = SQLiteDatabase(url)
+    await db.open()
+    stack.push_async_callback(db.close)
+    head = migrate.SCHEMA_REVISION
+    at_head = lambda: migrate.current_revision(url) == head  # noqa: E731
+    outbox = webhook_outbox(settings, db)
+    job_store = SQLiteJobStore(db, outbox or NO_OUTBOX)
+    return job_store, SQLiteModelStore(db), SQLiteAliasStore(db), at_head, outbox
+
+
+def webhook_outbox(settings: Settings, db: SQLiteDatabase | None) -> WebhookOutbox | None:
+    """Where the job stores keep webhook events; None when webhooks are off (no secret)."""
+    if not settings.webhook_secrets:
+        return None
+    routes = WebhookRoutes(settings.webhook_endpoints())
+    every_s = settings.webhook_progress_every_s
+    if db is None:
+        return MemoryOutbox(routes, every_s)
+    return SQLiteOutbox(db, routes, progress_every_s=every_s)
+
+
+async def deliver_webhooks(
+    settings: Settings, hosts: WebhookHosts, outbox: WebhookOutbox, stack: AsyncExitStack
+) -> None:
+    """Start the deliverer (it reads what is pending, from before a restart too); `stack`
+    stops it, then closes its connections."""
+    client = webhook_client(
+        hosts,
+        connections=settings.webhook_concurrency,
+        timeout_s=settings.webhook_timeout_s,
+    )
+    stack.push_async_callback(client.aclose)
+    deliverer = Deliverer(
+        outbox,
+        client,
+        Signer(settings.webhook_signing_secrets()),
+        RetryPolicy(
+            settings.webhook_retry_for_s,
+            settings.webhook_retry_base_s,
+            settings.webhook_retry_max_s,
+        ),
+        concurrency=settings.webhook_concurrency,
+        timeout_s=settings.webhook_timeout_s,
+    )
+    stack.push_async_callback(cancelled, asyncio.create_task(deliverer.run(), name="webhooks"))
+
+
+async def cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
