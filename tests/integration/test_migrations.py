@@ -20,8 +20,8 @@ from yolo_orch.store.migrate import (
     upgrade_to_head,
 )
 from yolo_orch.store.schema import METADATA
-from yolo_orch.store.sqlite import _list_query
 from yolo_orch.store.sqlite_db import sync_url
+from yolo_orch.store.sqlite_reads import list_query
 
 
 def test_upgrade_to_head_matches_the_models(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_filtered_pages_seek_the_list_index_and_never_scan_the_jobs(
     engine = create_engine(sync_url(url), poolclass=NullPool)
     try:
         with engine.connect() as conn:
-            stmt, params = _list_query(where, 51, before_seq=1000)
+            stmt, params = list_query(where, 51, before_seq=1000)
             sql = stmt.params(params).compile(conn, compile_kwargs={"literal_binds": True})
             plan = " | ".join(row[-1] for row in conn.execute(text(f"EXPLAIN QUERY PLAN {sql}")))
     finally:

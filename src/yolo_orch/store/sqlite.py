@@ -15,15 +15,12 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Insert,
-    Integer,
     Select,
     bindparam,
     delete,
     func,
     or_,
     select,
-    text,
-    union_all,
 )
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
@@ -64,6 +61,7 @@ from yolo_orch.store.sqlite_deps import (
     release_dependents,
     write_dependencies,
 )
+from yolo_orch.store.sqlite_reads import aged_queue_head, list_query
 from yolo_orch.store.tables import (
     JOB_COUNTS,
     JOB_DEPENDENCIES,
@@ -71,7 +69,6 @@ from yolo_orch.store.tables import (
     JOBS,
     MODELS,
     NEW_JOB_COLUMNS,
-    UTCDateTime,
     job_from_row,
     new_job_values,
 )
@@ -129,7 +126,7 @@ class SQLiteJobStore(JobStore):
 
     async def list_jobs(self, where: JobFilter, *, limit: int, before_seq: int | None) -> Page:
         # One row more than asked says whether another page exists.
-        stmt, params = _list_query(where, limit + 1, before_seq)
+        stmt, params = list_query(where, limit + 1, before_seq)
         jobs = await self._db.read(functools.partial(_jobs, stmt, params=params))
         page = jobs[:limit]
         more = len(jobs) > limit
@@ -146,7 +143,7 @@ class SQLiteJobStore(JobStore):
             if order is not None and order.max_gpus is not None:
                 stmt = stmt.where(JOBS.c.gpus <= order.max_gpus)
             return await self._db.read(functools.partial(_jobs, stmt.limit(limit)))
-        return await self._db.read(functools.partial(_aged_queue_head, limit, order))
+        return await self._db.read(functools.partial(aged_queue_head, limit, order))
 
     async def count_queued(self, kind: JobKind | None = None) -> int:
         stmt = _COUNT_QUEUED
@@ -268,63 +265,6 @@ _COUNT_QUEUED = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
 """From the counts the triggers keep: one row per kind, however long the queue."""
 
 
-def _list_query(
-    where: JobFilter, limit: int, before_seq: int | None
-) -> tuple[Select[Any], dict[str, Any]]:
-    """The statement of a page of `where`, and its parameters."""
-    params: dict[str, Any] = {"page_limit": limit}
-    if before_seq is not None:
-        params["before_seq"] = before_seq
-    if where.chain_id is not None:
-        return _chain_statement(where, params, before_seq), params
-    return _list_statement(where.states, where.kinds, paged=before_seq is not None), params
-
-
-def _chain_statement(
-    where: JobFilter, params: dict[str, Any], before_seq: int | None
-) -> Select[Any]:
-    """A chain's jobs, newest first: a few rows, read through the index on `chain_id`."""
-    params["chain_id"] = where.chain_id
-    stmt = select(JOBS).where(JOBS.c.chain_id == bindparam("chain_id"))
-    if where.states:
-        stmt = stmt.where(JOBS.c.state.in_([str(state) for state in where.states]))
-    if where.kinds:
-        stmt = stmt.where(JOBS.c.kind.in_([str(kind) for kind in where.kinds]))
-    if before_seq is not None:
-        stmt = stmt.where(JOBS.c.seq < bindparam("before_seq", type_=Integer))
-    return stmt.order_by(JOBS.c.seq.desc()).limit(bindparam("page_limit", type_=Integer))
-
-
-@functools.lru_cache(maxsize=64)
-def _list_statement(
-    states: tuple[JobState, ...], kinds: tuple[JobKind, ...], *, paged: bool
-) -> Select[Any]:
-    """Newest first, `page_limit` rows after `before_seq` (if `paged`). With a filter, each
-    (state, kind) pair it allows is read from its own range of the index (state, kind, seq),
-    newest first, `page_limit` rows at most; the newest of those are the page. So a page costs
-    a few index seeks and not a sort of every match, which `state IN (...) ORDER BY seq DESC`
-    over a long history would be. Built once for each filter: building its subqueries cost
-    SQLAlchemy 1.4 ms, more than running them."""
-    limit = bindparam("page_limit", type_=Integer)
-    stmt = select(JOBS).order_by(JOBS.c.seq.desc()).limit(limit)
-    older = JOBS.c.seq < bindparam("before_seq", type_=Integer) if paged else None
-    if not states and not kinds:
-        return stmt if older is None else stmt.where(older)
-    pairs = [
-        select(JOBS.c.seq)
-        .where(JOBS.c.state == str(state), JOBS.c.kind == str(kind))
-        .where(*(() if older is None else (older,)))
-        .order_by(JOBS.c.seq.desc())
-        .limit(limit)
-        .subquery()
-        for state in states or tuple(JobState)
-        for kind in kinds or tuple(JobKind)
-    ]
-    candidates = union_all(*(select(pair.c.seq) for pair in pairs)).subquery()
-    newest = select(candidates.c.seq).order_by(candidates.c.seq.desc()).limit(limit)
-    return stmt.where(JOBS.c.seq.in_(newest))
-
-
 def _insert_queued() -> Insert:
     """INSERT a queued job if the queue has room and its model (if any) is usable; with an
     idempotency key already taken, insert nothing. Returns the new row, or no row.
@@ -409,41 +349,6 @@ def _cancel(
         outbox.record(conn, job, WebhookEvent.CANCELLED, now)
         release_dependents(job, now, outbox, conn, released)
     return job
-
-
-def _aged_queue_head(limit: int, order: QueueOrder, conn: Connection) -> list[Job]:
-    """The first `limit` jobs by effective priority. Within one priority the oldest job has
-    aged the most, so the answer lies among the first `limit` of each priority: one statement
-    seeks each priority queued (at most 201, `priority` is -100..100) and reads its head from
-    the index (state, priority DESC, seq), whatever the queue's or the history's size; only
-    the winners' full rows are read. Sorting the queue by a computed priority in SQL would
-    read every queued row."""
-    max_gpus = order.max_gpus if order.max_gpus is not None else 2**31
-    heads = conn.execute(_AGED_HEADS, {"limit": limit, "max_gpus": max_gpus}).all()
-    ranked = sorted(
-        heads, key=lambda h: (-order.effective_priority(h.priority, h.created_at), h.seq)
-    )
-    winners = [head.seq for head in ranked[:limit]]
-    return order.sort(_jobs(select(JOBS).where(JOBS.c.seq.in_(winners)), conn))
-
-
-_AGED_HEADS = text(
-    """
-    WITH RECURSIVE priorities(p) AS (
-        SELECT max(priority) FROM jobs WHERE state = 'queued'
-        UNION ALL
-        SELECT (SELECT max(priority) FROM jobs WHERE state = 'queued' AND priority < p)
-        FROM priorities WHERE p IS NOT NULL
-    )
-    SELECT head.seq, head.priority, head.created_at
-    FROM priorities JOIN jobs AS head ON head.seq IN (
-        SELECT seq FROM jobs
-        WHERE state = 'queued' AND priority = priorities.p AND gpus <= :max_gpus
-            AND NOT blocked
-        ORDER BY seq LIMIT :limit
-    )
-    """
-).columns(seq=Integer, priority=Integer, created_at=UTCDateTime())
 
 
 def _delete(job_id: str, conn: Connection) -> Job:
