@@ -103,8 +103,6 @@ class Dispatcher:
         self._watchdog = Watchdog(store, self._limits, self._runs, self.wake)
         self._model_refs = model_refs or ModelRefs(store, no_models)
         self._head_runs = HeadRuns(store, head_runner or no_head_runner)
-        self._switches: set[asyncio.Task[None]] = set()
-        """Writes of the models running streams switched to (kept until done)."""
 
     @property
     def wedged(self) -> asyncio.Event:
@@ -468,18 +466,8 @@ class Dispatcher:
         return await outcomes_kept(self._files, self._runs, ctxs, raw, self._shown_paths)
 
     def _note_model(self, run: Run, model_id: str) -> None:
-        """Record the model a running job switched to (`JobStore.switch_model`)."""
-        if self._runs.get(run.job_id) is not run:
-            return
-        task = asyncio.create_task(self._record_model(run.job_id, model_id))
-        self._switches.add(task)
-        task.add_done_callback(self._switches.discard)
-
-    async def _record_model(self, job_id: str, model_id: str) -> None:
-        try:
-            await self._store.switch_model(job_id, model_id)
-        except Exception:  # the stream runs the new model whatever its record says
-            log.exception("could not record job %s's switch to model %s", job_id, model_id)
+        if self._runs.get(run.job_id) is run:  # not after the run ended or was left
+            self._progress.switched(run, model_id)
 
     def _note_progress(self, run: Run, progress: Progress) -> None:
         if self._runs.get(run.job_id) is run:  # not reported after the run ended or was left

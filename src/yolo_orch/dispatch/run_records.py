@@ -31,6 +31,21 @@ class ProgressWriter:
     def __init__(self, store: JobStore, interval_s: float) -> None:
         self._store = store
         self._interval_s = interval_s
+        self._switches: set[asyncio.Task[None]] = set()
+        """Writes of the models running streams switched to (kept until done)."""
+
+    def switched(self, run: Run, model_id: str) -> None:
+        """On the event loop: the run's job runs `model_id` from now on (a stream whose alias
+        moved); written at once, and only once: it is rare."""
+        task = asyncio.create_task(self._record_model(run.job_id, model_id))
+        self._switches.add(task)
+        task.add_done_callback(self._switches.discard)
+
+    async def _record_model(self, job_id: str, model_id: str) -> None:
+        try:
+            await self._store.switch_model(job_id, model_id)
+        except Exception:  # the stream runs the new model whatever its record says
+            log.warning("could not record job %s's switch to %s", job_id, model_id, exc_info=True)
 
     def note(self, run: Run, progress: Progress) -> None:
         """On the event loop: `progress` is the run's newest."""
