@@ -75,7 +75,7 @@ class Promotions:
         candidate = await self._scored(spec.candidate)
         baseline, baseline_model = None, None
         if spec.baseline is not None:
-            validation = await self._jobs.get(spec.baseline)
+            validation = await self._scored(spec.baseline)  # a failed one scored nothing
             baseline, baseline_model = _metrics(validation), validation.model_id
         return decide(gate, _metrics(candidate), baseline), baseline_model
 
