@@ -220,7 +220,7 @@ def test_a_chain_steps_job_page_lists_the_chain_and_links_each_step(
     page.goto(f"{server.url}/#/jobs/{steps[1]['id']}")  # the validation step
     page.wait_for_selector("tr.current")
     page.wait_for_function(
-        "document.querySelectorAll('section table [data-state=succeeded]').length === 3"
+        "() => document.querySelectorAll('section table [data-state=succeeded]').length === 3"
     )
     table = page.inner_text("table")
     for kind in ("training", "validation", "export"):
