@@ -17,7 +17,13 @@ from tests.support.stores import ROOMY, T0, add, new_job, open_sqlite, running, 
 from yolo_orch.domain import Job, JobError, JobFilter, JobState, NewModel, Outcome
 from yolo_orch.domain.chains import Dependency
 from yolo_orch.domain.webhooks import WebhookEvent
-from yolo_orch.errors import DependencyFailed, DependencyNotFound, ErrorCode, QueueFull
+from yolo_orch.errors import (
+    DependencyFailed,
+    DependencyNotFound,
+    ErrorCode,
+    IdempotencyKeyReused,
+    QueueFull,
+)
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
 from yolo_orch.store.memory_models import InMemoryModelStore
@@ -185,6 +191,43 @@ async def test_a_unique_key_answers_the_active_job_within_its_window(store: JobS
         new_job(unique_key="k", unique_for_s=60), max_queued=ROOMY, now=T0 + timedelta(seconds=91)
     )
     assert created
+
+
+async def test_a_retry_is_answered_by_its_idempotency_key_before_its_key_or_dependencies(
+    store: JobStore,
+) -> None:
+    """Whatever changed since the first try (its dependency failed, another job took its unique
+    key), the retry with the same Idempotency-Key returns the job the first try made."""
+    head = await add(store)
+    first = await add(
+        store,
+        after=(Dependency(head.id, ok_only=True),),
+        unique_key="k",
+        unique_for_s=60,
+        idempotency_key="retry-1",
+        request_fingerprint="f1",
+    )
+    await _finish(store, head, FAILED)  # cancels `first`: a new submission would be refused
+    other = await add(store, unique_key="k", unique_for_s=60)
+    retried, created = await store.create(
+        new_job(
+            after=(Dependency(head.id, ok_only=True),),
+            unique_key="k",
+            unique_for_s=60,
+            idempotency_key="retry-1",
+            request_fingerprint="f1",
+        ),
+        max_queued=ROOMY,
+        now=T0,
+    )
+    assert (retried.id, retried.state, created) == (first.id, JobState.CANCELLED, False)
+    assert other.id != first.id
+    with pytest.raises(IdempotencyKeyReused):
+        await store.create(
+            new_job(unique_key="k", idempotency_key="retry-1", request_fingerprint="f2"),
+            max_queued=ROOMY,
+            now=T0,
+        )
 
 
 async def test_the_claim_records_the_model_resolved_at_the_start(stores: Stores) -> None:

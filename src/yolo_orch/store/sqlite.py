@@ -295,6 +295,12 @@ _INSERT_QUEUED = _insert_queued()
 def _create(
     new: NewJob, max_queued: int, now: datetime, outbox: Outbox, conn: Connection
 ) -> tuple[Job, bool]:
+    if new.idempotency_key is not None and (new.unique_key is not None or new.after):
+        # A retry is answered by its key before anything that may have changed since the first
+        # try (the unique job ended, a dependency failed), as the memory store answers it. Only
+        # here: for other jobs the insert's conflict clause finds the key in the same statement.
+        if (existing := _by_idempotency_key(new, conn)) is not None:
+            return existing, False
     if new.unique_key is not None and (same := _unique_match(new, now, conn)) is not None:
         return same, False
     pending = pending_dependencies(new, conn)
@@ -306,18 +312,27 @@ def _create(
         outbox.record(conn, job, WebhookEvent.QUEUED, now)
         return job, True
     # Refused: say why, in the contract's order (the key first, then the model, then the bound).
-    if new.idempotency_key is not None:
-        by_key = select(JOBS).where(JOBS.c.idempotency_key == new.idempotency_key)
-        existing = conn.execute(by_key).mappings().first()
-        if existing is not None:
-            if existing["request_fingerprint"] != new.request_fingerprint:
-                raise IdempotencyKeyReused(new.idempotency_key, existing["id"])
-            return job_from_row(existing), False
+    if (existing := _by_idempotency_key(new, conn)) is not None:
+        return existing, False
     if new.model_id is not None:
         usable = select(MODELS.c.id).where(MODELS.c.id == new.model_id, MODELS.c.usable)
         if conn.execute(usable).first() is None:
             raise ModelNotFound(new.model_id)
     raise QueueFull(max_queued)
+
+
+def _by_idempotency_key(new: NewJob, conn: Connection) -> Job | None:
+    """The job `new`'s idempotency key made, if any; `IdempotencyKeyReused` when that job was
+    asked for with another request."""
+    if new.idempotency_key is None:
+        return None
+    by_key = select(JOBS).where(JOBS.c.idempotency_key == new.idempotency_key)
+    existing = conn.execute(by_key).mappings().first()
+    if existing is None:
+        return None
+    if existing["request_fingerprint"] != new.request_fingerprint:
+        raise IdempotencyKeyReused(new.idempotency_key, existing["id"])
+    return job_from_row(existing)
 
 
 def _unique_match(new: NewJob, now: datetime, conn: Connection) -> Job | None:
