@@ -5,14 +5,14 @@ events, recovery and webhooks are the same."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
 
 from yolo_orch.dispatch.model_refs import ModelRefs
+from yolo_orch.dispatch.run_records import record_outcome
 from yolo_orch.domain import Job, JobError, JobResult, JobState, Outcome
-from yolo_orch.errors import ErrorCode, InvalidJobInput, JobAlreadyFinished, YoloOrchError
+from yolo_orch.errors import ErrorCode, InvalidJobInput, YoloOrchError
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.ops.logs import for_job
 from yolo_orch.store.base import JobStore
@@ -55,8 +55,7 @@ class HeadRuns:
                 return  # cancelled meanwhile
             log.info("job %s started on the server", job.id, extra=for_job(job.id))
             outcome = await self._outcome(claimed)
-            with contextlib.suppress(JobAlreadyFinished):
-                await self._store.finish(job.id, outcome, utcnow())
+            await record_outcome(self._store, job.id, outcome)  # retried, as a lane's runs are
         except Exception:
             log.exception("could not run or record job %s", job.id, extra=for_job(job.id))
         finally:
