@@ -128,3 +128,20 @@ async def test_a_chain_promotes_when_its_gate_passes_and_not_when_it_fails(
     assert (await client.get("/v1/models/det/aliases/production")).json()["model_id"] == produced
     history = (await client.get("/v1/models/det/aliases/production/history")).json()["moves"]
     assert [(m["from_model_id"], m["to_model_id"]) for m in history] == [(None, produced)]
+
+
+async def test_a_gate_not_worse_than_an_alias_not_set_yet_has_no_baseline_step(
+    client: httpx.AsyncClient,
+) -> None:
+    """The first promotion to an alias sets it: there is nothing to compare with yet."""
+    gate = {"metric": "mAP50", "min": 0, "not_worse": True}
+    response = await client.post(
+        "/v1/jobs",
+        json=_training(
+            "first", {"validate": {}, "promote": {"alias": "fresh@production", "gate": gate}}
+        ),
+    )
+    assert response.status_code == 202, response.text
+    chain_id = response.json()["id"]
+    chain = (await client.post(f"/v1/chains/{chain_id}/cancel")).json()
+    assert [step["kind"] for step in chain["steps"]] == ["training", "validation", "promote"]

@@ -28,6 +28,7 @@ from yolo_orch.domain import (
 from yolo_orch.domain.streams import NO_HOSTS, AllowedHosts
 from yolo_orch.domain.webhook_hosts import NO_WEBHOOK_HOSTS
 from yolo_orch.errors import (
+    AliasNotFound,
     ArtifactNotFound,
     FramesNotFound,
     ModelNotFound,
@@ -222,7 +223,7 @@ class JobService:
     async def _alias_points_somewhere(self, alias: str) -> bool:
         try:
             await self._models.get(alias)
-        except ModelNotFound:
+        except (ModelNotFound, AliasNotFound):  # not yet: the first promotion sets it
             return False
         return True
 
