@@ -14,7 +14,7 @@ from yolo_orch.domain.results import (
     PoseImage,
     SegmentImage,
 )
-from yolo_orch.labelling.yolo_labels import UnknownClass, label_lines, top_class
+from yolo_orch.labelling.yolo_labels import UnknownClass, label_lines
 
 NAMES = ["person", "car"]
 
@@ -97,14 +97,15 @@ def test_obb_is_its_four_corners() -> None:
     assert numbers(line) == [1, 0.2, 0.1, 0.4, 0.3, 0.3, 0.7, 0.1, 0.5]
 
 
-def test_classify_has_no_lines_and_its_top_class_names_the_folder() -> None:
+def test_classify_is_one_line_its_top_class() -> None:
     scores = [
         {"class_id": 1, "class_name": "car", "confidence": 0.6},
         {"class_id": 0, "class_name": "person", "confidence": 0.4},
     ]
     image = entry(ClassifyImage, classes=scores)
-    assert label_lines("classify", image, NAMES) == []
-    assert top_class(image, NAMES) == "car"
-    assert top_class({"detections": scores}, NAMES) == "car"  # a stream frame's
+    assert label_lines("classify", image, NAMES) == ["1"]
+    assert label_lines("classify", image, ["car", "person"]) == ["0"]
+    stream_frame = {"width": 200, "height": 100, "detections": scores}
+    assert label_lines("classify", stream_frame, NAMES) == ["1"]
     with pytest.raises(UnknownClass):
-        top_class(image, ["person"])
+        label_lines("classify", image, ["person"])

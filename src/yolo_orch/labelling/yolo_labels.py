@@ -8,7 +8,7 @@ lines for a managed dataset, each coordinate 0..1 of the entry's `width` and `he
   (visible) when the keypoint's confidence is at least `VISIBLE_FROM` or the model gives none,
   else the keypoint is `0 0 0` (not labelled), as in COCO;
 - obb: `class x1 y1 x2 y2 x3 y3 x4 y4`, the four corners;
-- classify: no lines: the image goes in its top class's folder (`top_class`).
+- classify: one line, the top class's id (the dataset files the image under that class).
 
 Class ids are the dataset's, found by class name: a model whose class the dataset does not name
 raises `UnknownClass`."""
@@ -37,10 +37,10 @@ def label_lines(
 ) -> list[str]:
     """The entry's label lines for a dataset of `task` with class `names` (and, for pose, its
     `kpt_shape`)."""
-    if task == "classify":
-        return []
-    scale = _Scale(float(entry["width"]), float(entry["height"]))
     classes = {name: index for index, name in enumerate(names)}
+    if task == "classify":
+        return [str(classes[_top_class(entry, classes)])]
+    scale = _Scale(float(entry["width"]), float(entry["height"]))
     lines = []
     for detection in entry.get("detections") or []:
         name = str(detection["class_name"])
@@ -50,14 +50,13 @@ def label_lines(
     return lines
 
 
-def top_class(entry: Mapping[str, Any], names: Sequence[str]) -> str:
-    """A classify entry's best class, which the dataset must name (streams list classes as
-    `detections`)."""
+def _top_class(entry: Mapping[str, Any], classes: Mapping[str, int]) -> str:
+    """A classify entry's best class (streams list classes as `detections`)."""
     listed = entry.get("classes") or entry.get("detections") or []
     if not listed:
         raise ValueError("a classify entry without a class")
     name = str(listed[0]["class_name"])
-    if name not in names:
+    if name not in classes:
         raise UnknownClass(name)
     return name
 
