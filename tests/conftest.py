@@ -14,7 +14,8 @@ from yolo_orch.app import create_app
 from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.testing import TERMINAL_STATES
 
-pytest_plugins = ["tests.support.stream_sources"]  # live-camera fixtures, shared by every tier
+# Live-camera fixtures and a real Label Studio (`label_studio`), shared by every tier.
+pytest_plugins = ["tests.support.stream_sources", "tests.support.label_studio"]
 
 TIERS = frozenset({"unit", "integration", "acceptance", "proof"})
 """The folders under tests/ that are tiers: each test is marked with its folder's name, so that
