@@ -52,6 +52,7 @@ from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.files.images import limit_decoders
 from yolo_orch.files.inputs import InputLimits
 from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.jobs.notifications import JobEvents, PublishingJobStore
 from yolo_orch.jobs.service import JobService
 from yolo_orch.ops.diskguard import DiskGuard, FreeSpace, statvfs_free
@@ -201,6 +202,7 @@ async def _start(
         aliases=alias_store,
     )
     limit_decoders(settings.max_image_pixels)
+    datasets = ManagedDatasets(settings.datasets_root, class_name_limits)
 
     batching = BatchPolicy(
         {str(kind): images for kind, images in settings.batch_max_images.items()},
@@ -284,6 +286,7 @@ async def _start(
         stream_hosts=AllowedHosts(tuple(settings.stream_allowed_hosts)),
         check_webhook=webhook_hosts.check,  # none allowed without webhook_secrets
         stream_fps=max((lane.stream_fps for lane in lanes if lane.stream_slots), default=0.0),
+        datasets=datasets,
     )
     await dispatcher.recover()
     if cluster is not None:
@@ -348,6 +351,7 @@ async def _start(
         dispatcher=dispatcher,
         events=events,
         frames=streams.feed,
+        datasets=datasets,
         metrics=metrics,
         telemetry=telemetry,
         jobs=service,
@@ -402,7 +406,7 @@ def build_runtime(
         RegistryAccess(models),
         settings.data_dir / "ultralytics",
         model_cache_size=settings.model_cache_size,
-        data_roots=settings.data_roots,
+        data_roots=settings.job_read_roots,  # training reads the managed datasets too
         cpu_threads=settings.cpu_threads,
         max_image_pixels=settings.max_image_pixels,
         # On a cluster the nodes decode: the uploads travel to them as bytes.

@@ -17,6 +17,7 @@ from yolo_orch.dispatch.executor import ClusterView
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.domain.webhook_hosts import NO_WEBHOOK_HOSTS, WebhookHosts
 from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.jobs.notifications import JobEvents
 from yolo_orch.jobs.service import JobService
 from yolo_orch.ops.diskguard import DiskGuard
@@ -52,6 +53,9 @@ class Services:
     telemetry_history: TelemetryHistory
     frames: FrameFeed
     """The live frames of running streams (their `frame` events)."""
+    datasets: ManagedDatasets
+    """The managed datasets (/v1/datasets, capture, Label Studio): blocking, call them from
+    a worker thread (`file_limiter`)."""
     cluster: ClusterView | None = None
     """With `executor = "ray"`: the cluster's nodes and whether its head answers."""
     webhook_hosts: WebhookHosts = NO_WEBHOOK_HOSTS

@@ -84,6 +84,11 @@ class Settings(
             return [_absolute(path) for path in value]
         return _absolute(value)
 
+    @field_validator("datasets_dir", mode="after")
+    @classmethod
+    def _datasets_dir_resolved_once(cls, value: Path | None) -> Path | None:
+        return None if value is None else _absolute(value)
+
     @field_validator("database_url", mode="after")
     @classmethod
     def _database_resolved_once(cls, url: str) -> str:
@@ -171,6 +176,24 @@ class Settings(
         return files
 
     @property
+    def datasets_root(self) -> Path:
+        """Where managed datasets live: `datasets_dir`, else `datasets` in the first data
+        root, else in data_dir."""
+        if self.datasets_dir is not None:
+            return self.datasets_dir
+        return (self.data_roots[0] if self.data_roots else self.data_dir) / "datasets"
+
+    @property
+    def job_read_roots(self) -> list[Path]:
+        """The folders a job's runner reads under: the data roots, and the datasets folder
+        (training on a managed dataset) when it is in none of them. Submissions still name
+        paths under the data roots only."""
+        root = self.datasets_root
+        if any(root.is_relative_to(data_root) for data_root in self.data_roots):
+            return list(self.data_roots)
+        return [*self.data_roots, root]
+
+    @property
     def jobs_dir(self) -> Path:
         return self.data_dir / "jobs"
 
@@ -249,12 +272,13 @@ def _env_config_file() -> Path | None:
 
 
 def server_paths(settings: Settings) -> ShownPaths:
-    """The server's folders: data_dir (its `jobs/...` and `models/...`), the data and model
-    roots, and on a Ray cluster the shared roots and the nodes' model cache."""
+    """The server's folders: data_dir (its `jobs/...` and `models/...`), the data roots (with
+    the datasets folder), the model roots, and on a Ray cluster the shared roots and the
+    nodes' model cache."""
     return ShownPaths(
         [
             settings.data_dir,
-            *settings.data_roots,
+            *settings.job_read_roots,
             *settings.model_roots,
             *settings.shared_data_roots,
             settings.ray_node_cache_dir,

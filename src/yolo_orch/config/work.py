@@ -127,6 +127,12 @@ class DataAndModelRoots(BaseModel):
         default_factory=list,
         description="Folders whose .pt weights and exported variants may be imported by path.",
     )
+    datasets_dir: Path | None = Field(
+        default=None,
+        description="Where managed datasets live (/v1/datasets, capture, Label Studio): "
+        "unset, `datasets` in the first data root, or in data_dir when there is no data root. "
+        "Jobs read it as they read a data root.",
+    )
     max_files_per_job: int = Field(default=1000, ge=1, description="Images one job may name.")
     max_walk_entries: int = Field(
         default=100_000,

@@ -14,6 +14,10 @@ from yolo_orch.errors.aliases import AliasTaskMismatch as AliasTaskMismatch
 from yolo_orch.errors.aliases import ModelHasAliases as ModelHasAliases
 from yolo_orch.errors.base import YoloOrchError as YoloOrchError
 from yolo_orch.errors.codes import ErrorCode as ErrorCode
+from yolo_orch.errors.datasets import DatasetExists as DatasetExists
+from yolo_orch.errors.datasets import DatasetItemNotFound as DatasetItemNotFound
+from yolo_orch.errors.datasets import DatasetNotFound as DatasetNotFound
+from yolo_orch.errors.datasets import InvalidDatasetItem as InvalidDatasetItem
 from yolo_orch.errors.failures import DatasetNotShared as DatasetNotShared
 from yolo_orch.errors.failures import ExportDependencyMissing as ExportDependencyMissing
 from yolo_orch.errors.failures import InvalidJobInput as InvalidJobInput

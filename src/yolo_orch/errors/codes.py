@@ -147,6 +147,11 @@ class ErrorCode(enum.StrEnum):
         "model_has_aliases",
         "Aliases point to the model; move or delete them first.",
     )
+    DATASET_EXISTS = "dataset_exists", "A managed dataset of this name already exists."
+    DATASET_ITEM_NOT_FOUND = (
+        "dataset_item_not_found",
+        "The managed dataset has no item with this id.",
+    )
 
     # A submission or an import the server refuses (422).
     TOO_MANY_GPUS = "too_many_gpus", "The job asks for more GPUs than a host (or node) has lanes."
@@ -183,10 +188,15 @@ class ErrorCode(enum.StrEnum):
     )
     DATASET_NOT_FOUND = (
         "dataset_not_found",
-        "A dataset, or a folder or file it names, that does not exist.",
+        "A dataset (a managed one by name, or a data.yaml), or a folder or file it names, "
+        "that does not exist.",
     )
     INVALID_DATASET = "invalid_dataset", "A dataset YAML or layout that a job cannot use."
     UNSAFE_DATASET = "unsafe_dataset", "A dataset YAML that asks for a download or runs code."
+    INVALID_DATASET_ITEM = (
+        "invalid_dataset_item",
+        "An image or labels a managed dataset cannot hold (shape, class id, image type).",
+    )
     TASK_MISMATCH = "task_mismatch", "A parameter or dataset that does not fit the model's task."
     CLASS_NAMES_TOO_LARGE = (
         "class_names_too_large",

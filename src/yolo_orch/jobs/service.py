@@ -44,6 +44,7 @@ from yolo_orch.errors import (
 from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.files.inputs import InputLimits
 from yolo_orch.files.jobfiles import JobFiles
+from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.files.resultfile import EntryPage, page_of
 from yolo_orch.files.stream_segments import SNAPSHOT_FILE, FramePage, read_since
 from yolo_orch.jobs.chains import chain_of
@@ -93,6 +94,7 @@ class JobService:
         stream_hosts: AllowedHosts = NO_HOSTS,
         stream_fps: float = 0.0,
         check_webhook: Callable[[str], None] = NO_WEBHOOK_HOSTS.check,
+        datasets: ManagedDatasets | None = None,
     ) -> None:
         """`file_limiter` bounds the threads doing request-time file work (resolving inputs,
         checking datasets, reading results): apart from the job runners' threads and from
@@ -103,7 +105,8 @@ class JobService:
         (Ray nodes, which never write the registry). `on_cluster`: the lanes are a Ray
         cluster's, `max_gpus` its largest node's (else this host's). `stream_hosts` and
         `stream_fps`: what stream jobs may open and ask of a lane (`SubmissionChecks`).
-        `check_webhook`: refuses a job's webhook URL the server may not call."""
+        `check_webhook`: refuses a job's webhook URL the server may not call. `datasets`: the
+        managed datasets jobs may name (`dataset:<name>`)."""
         self._store = store
         self._dispatcher = dispatcher
         self._runtime = runtime
@@ -129,6 +132,7 @@ class JobService:
             no_exports=no_exports,
             stream_hosts=stream_hosts,
             stream_fps=stream_fps,
+            datasets=datasets,
         )
         self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
             OrderedDict()

@@ -14,14 +14,16 @@ import anyio
 import anyio.to_thread
 
 from yolo_orch.domain import SIM_MODEL, JsonObject, Model
+from yolo_orch.domain.managed_datasets import DatasetInfo, dataset_ref_name
 from yolo_orch.domain.specs import JobSpec, ResolvedFile
 from yolo_orch.domain.streams import NO_HOSTS, AllowedHosts
 from yolo_orch.domain.variants import ExportFormat, available_formats, export_refusal
-from yolo_orch.errors import ErrorCode, InvalidJob, ModelNameTaken, ModelNotFound
+from yolo_orch.errors import DatasetNotFound, ErrorCode, InvalidJob, ModelNameTaken, ModelNotFound
 from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.files.inputs import InputLimits, resolve_inputs
+from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.files.paths import is_glob
-from yolo_orch.files.task_data import check_task_dataset
+from yolo_orch.files.task_data import check_task_dataset, load_task_dataset
 from yolo_orch.files.videos import refuse_unreadable_videos
 from yolo_orch.registry.models import ModelRegistry
 
@@ -66,6 +68,8 @@ class SubmissionChecks:
     no_exports: bool = False
     stream_hosts: AllowedHosts = NO_HOSTS
     stream_fps: float = 0.0
+    datasets: ManagedDatasets | None = None
+    """The managed datasets a job's `dataset: "dataset:<name>"` names."""
 
     async def format_available(self, model: Model, params: JsonObject) -> None:
         """An inference job that names a format the model has no usable variant of, for the
@@ -130,6 +134,8 @@ class SubmissionChecks:
             raise InvalidJob("dataset is required", code=ErrorCode.INVALID_REQUEST)
         if task is None:  # shipped architectures and registry models always have one
             raise InvalidJob("the model has no task", code=ErrorCode.TASK_MISMATCH)
+        if (name := dataset_ref_name(dataset)) is not None:
+            return await self._managed_path(name, split, task)
         path, found = await anyio.to_thread.run_sync(
             check_task_dataset,
             task,
@@ -141,6 +147,59 @@ class SubmissionChecks:
         if split is not None and split not in found.splits:
             raise InvalidJob(f"{dataset!r} has no {split!r} split", ErrorCode.INVALID_DATASET)
         return str(path)
+
+    async def simulated_dataset(self, dataset: str | None) -> str | None:
+        """For the simulated model, which reads no dataset: the path of the managed dataset
+        `dataset` names, which must exist; None for a path (not checked)."""
+        name = None if dataset is None else dataset_ref_name(dataset)
+        if name is None:
+            return None
+        await self.managed_dataset(name, None)
+        return str(await anyio.to_thread.run_sync(self._managed_datasets().data_yaml, name))
+
+    async def managed_dataset(self, name: str, task: str | None) -> DatasetInfo:
+        """The managed dataset `name`, refused (422) when there is none (`dataset_not_found`)
+        or it is of another task than `task` (`task_mismatch`; None: any)."""
+        datasets = self._managed_datasets()
+        try:
+            info = await anyio.to_thread.run_sync(datasets.get, name, limiter=self.file_limiter)
+        except DatasetNotFound as e:
+            raise InvalidJob(e.message, code=ErrorCode.DATASET_NOT_FOUND) from None
+        if task is not None and info.task != task:
+            raise InvalidJob(
+                f"dataset {name!r} is a {info.task} dataset; the model is {task}",
+                code=ErrorCode.TASK_MISMATCH,
+            )
+        return info
+
+    async def _managed_path(self, name: str, split: str | None, task: str) -> str:
+        """The checked path a job reads of a managed dataset with items in each split it
+        uses (`split`, or train and val for a training)."""
+        info = await self.managed_dataset(name, task)
+        for needed in ("train", "val") if split is None else (split,):
+            counts = info.splits.get(needed)
+            if counts is None or counts.images == 0:
+                raise InvalidJob(
+                    f"dataset {name!r} has no items in {needed!r} yet", ErrorCode.INVALID_DATASET
+                )
+        datasets = self._managed_datasets()
+        path = await anyio.to_thread.run_sync(datasets.data_yaml, name)
+        await anyio.to_thread.run_sync(
+            load_task_dataset,
+            task,
+            path,
+            (*self.data_roots, datasets.root),
+            self.class_name_limits,
+            limiter=self.file_limiter,
+        )
+        return str(path)
+
+    def _managed_datasets(self) -> ManagedDatasets:
+        if self.datasets is None:
+            raise InvalidJob(
+                "this server keeps no managed datasets", code=ErrorCode.DATASET_NOT_FOUND
+            )
+        return self.datasets
 
     async def output_name_free(self, name: str | None) -> None:
         """A training job that would end by failing to register its model is refused now."""

@@ -30,8 +30,9 @@ class TrainingJobCreate(JobRequest):
         default=None,
         min_length=1,
         max_length=4096,
-        description="A data.yaml under a data root (an image folder for classify models); not "
-        "needed by the simulated model.",
+        description="A data.yaml under a data root (an image folder for classify models), or "
+        "`dataset:<name>`, a managed dataset of the model's task (/v1/datasets); not needed "
+        "by the simulated model.",
     )
     gpus: int = Field(default=1, ge=1, le=64, description="Lanes to hold for the whole run.")
     params: TrainingParams = Field(default_factory=TrainingParams)
@@ -62,7 +63,9 @@ async def _checked(submission: Submission[TrainingSpec], checks: SubmissionCheck
     asked for can be built here."""
     spec = submission.spec
     if submission.simulated:
-        return spec
+        return spec.model_copy(
+            update={"dataset_path": await checks.simulated_dataset(spec.dataset)}
+        )
     path = await checks.dataset(spec.dataset, None, submission.task)
     await checks.output_name_free(spec.params.get("output_name"))
     for export_format in spec.params.get("export", []):

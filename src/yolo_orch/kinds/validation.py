@@ -20,8 +20,9 @@ class ValidationJobCreate(JobRequest):
         default=None,
         min_length=1,
         max_length=4096,
-        description="A data.yaml (an image folder for classify models) under a data root; not "
-        "needed by the simulated model.",
+        description="A data.yaml (an image folder for classify models) under a data root, or "
+        "`dataset:<name>`, a managed dataset of the model's task (/v1/datasets); not needed "
+        "by the simulated model.",
     )
     split: Literal["val", "test"] = Field(default="val", description="The split to score.")
     params: ValidationParams = Field(default_factory=ValidationParams)
@@ -46,7 +47,9 @@ async def _checked(
     """The dataset fits the model's task and has the split to score."""
     spec = submission.spec
     if submission.simulated:
-        return spec
+        return spec.model_copy(
+            update={"dataset_path": await checks.simulated_dataset(spec.dataset)}
+        )
     path = await checks.dataset(spec.dataset, spec.split, submission.task)
     return spec.model_copy(update={"dataset_path": path})
 
