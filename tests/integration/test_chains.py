@@ -105,10 +105,11 @@ async def test_a_chain_runs_its_steps_in_order_as_jobs_of_their_own(
     client: httpx.AsyncClient,
 ) -> None:
     body = _sim(
+        params={"sim_seconds": 0.05, "imgsz": 96},
         then={
             "validate": {"split": "val"},
             "export": {"formats": ["onnx", "torchscript"]},
-        }
+        },
     )
     training = await _submit(client, body)
     assert training["chain_id"] == training["id"]
@@ -131,6 +132,9 @@ async def test_a_chain_runs_its_steps_in_order_as_jobs_of_their_own(
     assert validation["started_at"] >= steps[0]["finished_at"]
     assert all(export["started_at"] >= validation["finished_at"] for export in exports)
     assert [export["params"]["format"] for export in exports] == ["onnx", "torchscript"]
+    # At the training's size, unless the step names one.
+    assert validation["params"]["imgsz"] == 96
+    assert [export["params"]["imgsz"] for export in exports] == [96, 96]
 
     listed = (await client.get("/v1/jobs", params={"chain": training["id"]})).json()["jobs"]
     assert sorted(job["id"] for job in listed) == sorted(step["id"] for step in steps)

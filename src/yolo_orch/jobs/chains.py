@@ -18,6 +18,7 @@ from yolo_orch.domain.specs import (
 )
 from yolo_orch.params.chains import PromoteParams, ThenSteps
 from yolo_orch.params.export import ExportParams
+from yolo_orch.params.validation import ValidationParams
 
 
 def chain_of(training: NewJob, then: ThenSteps, *, baseline_alias: bool) -> list[NewJob]:
@@ -55,7 +56,7 @@ def chain_of(training: NewJob, then: ThenSteps, *, baseline_alias: bool) -> list
             ValidationSpec(
                 dataset=validate.dataset or spec.dataset,
                 split=validate.split,
-                params=validate.params.model_dump(exclude_none=True),
+                params=_validation_params(validate.params, spec.params.get("imgsz")),
             ),
             previous,
         )
@@ -92,3 +93,13 @@ def _export_params(export_format: str, imgsz: int | None) -> dict[str, object]:
         {"format": export_format} if imgsz is None else {"format": export_format, "imgsz": imgsz}
     )
     return ExportParams.model_validate(params).model_dump(mode="json", exclude_none=True)
+
+
+def _validation_params(params: ValidationParams, imgsz: int | None) -> dict[str, object]:
+    """The step's params, at the size the model was trained at unless they name one (as
+    ultralytics validates after a training: its default 640 would score a model trained at 128
+    on images it never saw at that scale)."""
+    chosen = params.model_dump(exclude_none=True)
+    if imgsz is not None and "imgsz" not in params.model_fields_set:
+        chosen["imgsz"] = imgsz
+    return chosen
