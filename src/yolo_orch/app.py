@@ -65,11 +65,18 @@ from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.promotion import Promotions
 from yolo_orch.registry.weights import CheckpointInfo
 from yolo_orch.runners.base import Runtime
+from yolo_orch.runners.dataset_capture import CaptureWriter
 from yolo_orch.runners.simulated import SimulatedRuntime
 from yolo_orch.runners.stream import StreamOutputs
 from yolo_orch.runners.variant_check import check_on_cpu
 from yolo_orch.ui import install_ui
-from yolo_orch.wiring import cancelled, deliver_webhooks, open_stores, storage_places
+from yolo_orch.wiring import (
+    cancelled,
+    deliver_webhooks,
+    open_stores,
+    start_capture,
+    storage_places,
+)
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +222,9 @@ async def _start(
         max_batch=batching.capacity,
     )
     models.aliases.on_move(streams.aliases.moved)  # running streams switch model
+    capture = start_capture(datasets, stack)  # stopped after the jobs' drain
     if runtime is None:
-        runtime = await anyio.to_thread.run_sync(build_runtime, settings, models, streams)
+        runtime = await anyio.to_thread.run_sync(build_runtime, settings, models, streams, capture)
     files = JobFiles(settings.jobs_dir, settings.max_result_bytes, settings.inline_result_bytes)
     stack.callback(files.starts.close)
     cluster = None
@@ -395,11 +403,14 @@ async def watch_gpu_health(
 
 
 def build_runtime(
-    settings: Settings, models: ModelRegistry, streams: StreamOutputs | None = None
+    settings: Settings,
+    models: ModelRegistry,
+    streams: StreamOutputs | None = None,
+    capture: CaptureWriter | None = None,
 ) -> Runtime:
     """Blocking: the real runtime imports torch and ultralytics."""
     if settings.runtime == "simulated":
-        return SimulatedRuntime(settings.sim_lanes, streams)
+        return SimulatedRuntime(settings.sim_lanes, streams, capture)
     from yolo_orch.runners.yolo import RegistryAccess, UltralyticsRuntime
 
     return UltralyticsRuntime(
@@ -412,6 +423,7 @@ def build_runtime(
         # On a cluster the nodes decode: the uploads travel to them as bytes.
         decode_ahead_bytes=0 if settings.executor == "ray" else settings.decode_ahead_mb << 20,
         streams=streams,
+        capture=capture,
     )
 
 

@@ -1,6 +1,6 @@
 """The app's longer-lived parts that its lifespan opens and closes through one exit stack: the
-stores on their database (migrated first), the webhook outbox and its deliverer, and the
-background tasks' cancellation. Wiring only: `app.py` decides what runs."""
+stores on their database (migrated first), the webhook outbox and its deliverer, capture's
+writer thread, and the background tasks' cancellation. Wiring only: `app.py` decides what runs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import anyio.to_thread
 from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings
 from yolo_orch.domain.webhook_hosts import WebhookHosts
 from yolo_orch.domain.webhook_routes import WebhookRoutes
+from yolo_orch.runners.dataset_capture import CaptureTarget, CaptureWriter
 from yolo_orch.store import migrate
 from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import JobStore, ModelStore
@@ -103,6 +104,19 @@ async def deliver_webhooks(
         timeout_s=settings.webhook_timeout_s,
     )
     stack.push_async_callback(cancelled, asyncio.create_task(deliverer.run(), name="webhooks"))
+
+
+def start_capture(datasets: CaptureTarget, stack: AsyncExitStack) -> CaptureWriter:
+    """The thread that writes the images jobs capture (`runners.dataset_capture`); `stack`
+    stops it once what is queued is written."""
+    writer = CaptureWriter(datasets)
+    writer.start()
+
+    async def stop() -> None:
+        await anyio.to_thread.run_sync(writer.stop)
+
+    stack.push_async_callback(stop)
+    return writer
 
 
 async def cancelled(task: asyncio.Task[None]) -> None:

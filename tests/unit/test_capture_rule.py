@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from yolo_orch.errors import ErrorCode, InvalidJob
 from yolo_orch.labelling.capture_rule import CaptureCaps, CaptureRule
 from yolo_orch.params.capture import CaptureParams, CaptureWhen
+from yolo_orch.params.inference import check_task
 
 
 def detection(class_id: int, confidence: float) -> dict[str, Any]:
@@ -152,3 +154,12 @@ def test_an_image_not_taken_leaves_the_hour_as_it_was() -> None:
     assert caps.allows()  # asked, but its image never queued (a full queue): no place used
     clock.now += 10
     assert take_all(caps, 3) == 1
+
+
+@pytest.mark.parametrize("task", ["semantic", "depth"])
+def test_capture_is_refused_for_tasks_a_dataset_cannot_hold(task: str) -> None:
+    capture = {"into": "cams", "when": {"every_n": 1}}
+    with pytest.raises(InvalidJob, match=r"params\.capture does not apply") as refused:
+        check_task({"capture": capture}, task)
+    assert refused.value.code == ErrorCode.TASK_MISMATCH
+    check_task({"capture": capture}, "obb")

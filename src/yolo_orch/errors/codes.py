@@ -248,6 +248,10 @@ class ErrorCode(enum.StrEnum):
         "stream_unsupported",
         "Streams run on this host's lanes: not on a server whose jobs run on Ray.",
     )
+    CAPTURE_UNSUPPORTED = (
+        "capture_unsupported",
+        "Capture runs on this host's lanes: not on a server whose jobs run on Ray.",
+    )
     EXPORT_DEPENDENCY_MISSING = (
         "export_dependency_missing",
         "A package the export or variant needs is not installed on this host.",

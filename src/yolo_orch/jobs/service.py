@@ -133,6 +133,7 @@ class JobService:
             stream_hosts=stream_hosts,
             stream_fps=stream_fps,
             datasets=datasets,
+            no_capture=on_cluster,
         )
         self._provided_models: OrderedDict[tuple[str, JobKind], tuple[bool, str | None]] = (
             OrderedDict()

@@ -13,6 +13,7 @@ from pydantic import Field
 from yolo_orch.domain import Job, JobKind
 from yolo_orch.domain.results import InferenceResultDetail
 from yolo_orch.domain.specs import InferenceSpec, ResolvedFile
+from yolo_orch.errors import ErrorCode, InvalidJob
 from yolo_orch.files.videos import is_video
 from yolo_orch.kinds.base import JobRequest, Kind
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
@@ -36,11 +37,13 @@ async def _checked(
     submission: Submission[InferenceSpec], checks: SubmissionChecks
 ) -> InferenceSpec:
     """The model's task fits the params and it can run the format asked for; the inputs are
-    readable files (uploads come with theirs; `sim` reads none); their videos can be read."""
+    readable files (uploads come with theirs; `sim` reads none); their videos can be read;
+    `capture` names a dataset of the model's task, and comes with images only."""
     spec, model = submission.spec, submission.model
     if model is not None:
         check_task(spec.params, model.task)
         await checks.format_available(model, spec.params)
+    await checks.capture_into(spec.params.get("capture"), submission.task)
     files = spec.files
     if files is None:
         if submission.simulated:
@@ -49,7 +52,14 @@ async def _checked(
             files = await checks.resolved_files(spec.inputs)
         spec = spec.model_copy(update={"files": files})
     # Named by their suffix: a job of images only needs no thread hop for this.
-    if model is not None and any(is_video(Path(file.path)) for file in files):
+    videos = any(is_video(Path(file.path)) for file in files)
+    if videos and "capture" in spec.params:
+        raise InvalidJob(
+            "capture takes an inference job's images, not a video's frames: run the video as "
+            "a stream (a local video is looped) with capture and max_frames",
+            code=ErrorCode.INVALID_INPUT,
+        )
+    if model is not None and videos:
         await checks.readable_videos(files)
     return spec
 

@@ -53,8 +53,9 @@ class StreamJobCreate(JobRequest):
 
 
 async def _checked(submission: Submission[StreamSpec], checks: SubmissionChecks) -> StreamSpec:
-    """Some lane takes the stream; the model's task fits its params; network sources are
-    allowed hosts, local ones readable videos under the data roots."""
+    """Some lane takes the stream; the model's task fits its params and its `capture`'s
+    dataset; network sources are allowed hosts, local ones readable videos under the data
+    roots."""
     spec = submission.spec
     params = StreamParams.model_validate(spec.params)
     demand = params.max_fps * len(spec.sources)
@@ -82,6 +83,7 @@ async def _checked(submission: Submission[StreamSpec], checks: SubmissionChecks)
                 f"zones and lines count boxes: not {submission.task} models' results",
                 code=ErrorCode.TASK_MISMATCH,
             )
+    await checks.capture_into(spec.params.get("capture"), submission.task)
     sources: list[StreamSource] = []
     for source in spec.sources:
         if is_network_source(source.url) or "://" in source.url:

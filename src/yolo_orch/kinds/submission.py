@@ -70,6 +70,8 @@ class SubmissionChecks:
     stream_fps: float = 0.0
     datasets: ManagedDatasets | None = None
     """The managed datasets a job's `dataset: "dataset:<name>"` names."""
+    no_capture: bool = False
+    """The lanes capture no images (Ray's): `params.capture` is refused."""
 
     async def format_available(self, model: Model, params: JsonObject) -> None:
         """An inference job that names a format the model has no usable variant of, for the
@@ -193,6 +195,18 @@ class SubmissionChecks:
             limiter=self.file_limiter,
         )
         return str(path)
+
+    async def capture_into(self, capture: JsonObject | None, task: str | None) -> None:
+        """A job's `params.capture` names a managed dataset of the model's task (`sim`'s:
+        detect, the boxes it finds), on lanes that capture."""
+        if capture is None:
+            return
+        if self.no_capture:
+            raise InvalidJob(
+                "capture runs on this server's own lanes, not on Ray lanes (docs/capture.md)",
+                code=ErrorCode.CAPTURE_UNSUPPORTED,
+            )
+        await self.managed_dataset(str(capture["into"]), task or "detect")
 
     def _managed_datasets(self) -> ManagedDatasets:
         if self.datasets is None:

@@ -10,11 +10,9 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from yolo_orch.domain.managed_datasets import DATASET_NAME_MAX_LENGTH, DATASET_NAME_PATTERN
 from yolo_orch.params.common import MAX_CLASS_ID, StrictParams
 
-CAPTURE_TASKS = ("detect", "segment", "pose", "obb", "classify")
-"""The model tasks whose results can be a managed dataset's labels."""
-DATASET_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 MAX_CAPTURE_TOTAL = 1_000_000
 
 
@@ -64,7 +62,7 @@ class CaptureWhen(StrictParams):
 class CaptureParams(StrictParams):
     into: str = Field(
         min_length=1,
-        max_length=200,
+        max_length=DATASET_NAME_MAX_LENGTH,
         pattern=DATASET_NAME_PATTERN,
         description="The managed dataset the images go into (GET /v1/datasets); its task must "
         "be the model's.",

@@ -13,7 +13,9 @@ from typing import Annotated, Literal
 from pydantic import Field, JsonValue, model_validator
 from pydantic.config import JsonDict
 
+from yolo_orch.domain.managed_datasets import MANAGED_TASKS
 from yolo_orch.errors import ErrorCode, InvalidJob
+from yolo_orch.params.capture import CaptureParams
 from yolo_orch.params.common import (
     IMGSZ_MAX,
     IMGSZ_MIN,
@@ -211,6 +213,12 @@ class InferenceParams(ForwardPassParams):
         description='Depth: the depth map artifact as float32 metres in "npy" (the default), or '
         '"png16": a 16-bit PNG of millimetres (65.535 m at most).',
         json_schema_extra=_tasks("depth"),
+    )
+    capture: CaptureParams | None = Field(
+        default=None,
+        description="Store the images `when` selects, with the model's predictions as their "
+        "labels, in a managed dataset (docs/capture.md); not a video's frames.",
+        json_schema_extra=_tasks(*MANAGED_TASKS),
     )
 
     @model_validator(mode="after")

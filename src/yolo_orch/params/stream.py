@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from yolo_orch.domain import Job
+from yolo_orch.params.capture import CaptureParams
 from yolo_orch.params.common import StrictParams
 from yolo_orch.params.inference import (
     BOX_TASKS,
@@ -111,6 +112,11 @@ class StreamParams(ForwardPassParams):
         le=7 * 24 * 3600,
         description="A source that cannot be read again for this long fails the job "
         "`source_lost`; until then it is reconnected with exponential backoff and jitter.",
+    )
+    capture: CaptureParams | None = Field(
+        default=None,
+        description="Store the frames `when` selects, with the model's predictions as their "
+        "labels, in a managed dataset (docs/capture.md).",
     )
 
     @model_validator(mode="after")

@@ -52,6 +52,7 @@ from yolo_orch.registry.weights import ResolvedWeights
 from yolo_orch.runners import variant_runs
 from yolo_orch.runners.artifact_names import input_stem
 from yolo_orch.runners.base import BatchOutcome, BatchRecord, RunContext
+from yolo_orch.runners.dataset_capture import CaptureWriter, JobCapture, job_capture
 from yolo_orch.runners.decode import (
     InputFile,
     batch_size,
@@ -105,6 +106,7 @@ class YoloInferenceRunner:
         lane_runtime: Callable[[str], LaneRuntime] = lane_runtime,
         decoded_ahead: Callable[[Path], Pixels | str | None] = lambda path: None,
         stream_hubs: StreamHubs | None = None,
+        capture: CaptureWriter | None = None,
     ) -> None:
         """`data_roots`: every input is read only if it is still inside them (or inside the
         job's own uploaded inputs) where it is opened. `lane_runtime` says what a lane can
@@ -119,6 +121,7 @@ class YoloInferenceRunner:
         self._decoded_ahead = decoded_ahead
         self._stream_hubs = stream_hubs
         """Where the lanes' streams run: a job of their model and params joins their passes."""
+        self._capture = capture
         self._cache = ModelCache(model_cache_size)
         self._cpu_threads = cpu_threads if cpu_threads is not None else default_cpu_threads()
         self._batch_lock = threading.Lock()
@@ -197,6 +200,7 @@ class YoloInferenceRunner:
                         # Submission checked the registry's task; the file's own says it again.
                         check_task(ctx.job.params, str(model.task))
                         encoding = Encoding.of(str(model.task), job_params, metadata)
+                        capture = job_capture(self._capture, ctx.job, job_params.capture)
                     except Exception as exc:  # this job's own: the others go on
                         jobs.append(exc)
                         continue
@@ -206,7 +210,7 @@ class YoloInferenceRunner:
                         )
                         continue
                     ctx.report_progress(Progress(0, len(sources), "images"))
-                    jobs.append(_JobImages(ctx, job_params, encoding, sources))
+                    jobs.append(_JobImages(ctx, job_params, encoding, sources, capture))
                 runnable = [job for job in jobs if isinstance(job, _JobImages)]
                 self._run_passes(model, device, params, runnable)
                 return [job.outcome(ran) if isinstance(job, _JobImages) else job for job in jobs]
@@ -385,7 +389,12 @@ class _JobImages:
     """One job of a batch: its images' entries as they come, its progress and its cancel."""
 
     def __init__(
-        self, ctx: RunContext, params: InferenceParams, encoding: Encoding, sources: list[InputFile]
+        self,
+        ctx: RunContext,
+        params: InferenceParams,
+        encoding: Encoding,
+        sources: list[InputFile],
+        capture: JobCapture | None = None,
     ) -> None:
         self.ctx = ctx
         self.params = params
@@ -394,6 +403,7 @@ class _JobImages:
         self.entries: list[JsonObject | None] = [None] * len(sources)
         self.done = 0
         self.cancelled: JobCancelled | None = None
+        self.capture = capture
 
     def stopped(self) -> bool:
         if self.cancelled is None and self.done < len(self.sources) and self.ctx.should_cancel():
@@ -419,6 +429,8 @@ class _JobImages:
         }
         if self.params.save_annotated:
             entry["annotated"] = save_annotated(result, output)
+        if self.capture is not None:
+            self.capture.offer(entry, image, index + 1)
         self.finished(index, entry)
 
     def outcome(self, ran: JsonObject) -> BatchOutcome:
@@ -434,6 +446,8 @@ class _JobImages:
             "failed_images": failed,
             **ran,
         }
+        if self.capture is not None:
+            summary["capture"] = self.capture.summary()
         return JobResult(summary=summary, detail={"images": images})
 
 

@@ -3,6 +3,7 @@ GPU. Every failure path of the real runners can be asked for with `params.sim_fa
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -12,14 +13,17 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from yolo_orch.domain import SIM_MODEL, JobKind, JobResult, JsonObject, Progress
 from yolo_orch.domain.specs import InferenceSpec, ValidationSpec
 from yolo_orch.errors import JobCancelled
 from yolo_orch.files.jobfiles import METRICS_FILE, open_to_append, write_atomic
+from yolo_orch.params.capture import CaptureParams
 from yolo_orch.params.stream import StreamParams
 from yolo_orch.runners.base import BatchOutcome, BatchRecord, RunContext, Runner
+from yolo_orch.runners.dataset_capture import CaptureWriter, job_capture
 from yolo_orch.runners.stream import StreamOutputs, StreamRunner
 from yolo_orch.runners.stream_hub import LoadModel, StreamModel
 from yolo_orch.runners.stream_sim import SIM_PASS_S, SimStreamModel
@@ -37,11 +41,19 @@ _CLASS_NAMES = ("person", "bicycle", "car", "dog")
 class SimulatedRuntime:
     name = "simulated"
 
-    def __init__(self, lane_count: int, streams: StreamOutputs | None = None) -> None:
-        """`streams`: what stream jobs publish to (the server's; a runtime of its own else)."""
+    def __init__(
+        self,
+        lane_count: int,
+        streams: StreamOutputs | None = None,
+        capture: CaptureWriter | None = None,
+    ) -> None:
+        """`streams`: what stream jobs publish to (the server's; a runtime of its own else).
+        `capture`: where the images `params.capture` selects are written."""
         self._lanes = [f"sim:{i}" for i in range(lane_count)]
-        self._runner = SimulatedRunner()
-        self.streams = StreamRunner(_sim_stream_model, streams or StreamOutputs())
+        self._runner = SimulatedRunner(capture)
+        self.streams = StreamRunner(
+            _sim_stream_model, streams or StreamOutputs(), dataset_capture=capture
+        )
 
     def lanes(self) -> list[str]:
         return list(self._lanes)
@@ -85,9 +97,10 @@ class SimulatedRunner:
     `sim_fail: oom`, a pass of more than `sim_oom_above` images, `cuda_fatal` and `crash`
     fail the whole pass, as they would on a GPU."""
 
-    def __init__(self) -> None:
+    def __init__(self, capture: CaptureWriter | None = None) -> None:
         self._lock = threading.Lock()
         self._batches: deque[BatchRecord] = deque(maxlen=1000)
+        self._capture = capture
 
     @property
     def batches(self) -> list[BatchRecord]:
@@ -162,7 +175,19 @@ class SimulatedRunner:
     def _result(self, ctx: RunContext) -> JobResult:
         with open_to_append(ctx.workdir / RUN_LOG) as log:
             log.write(f"attempt {ctx.job.attempt} succeeded\n")
-        return SIMULATED_KINDS[ctx.job.kind].result(ctx)
+        result = SIMULATED_KINDS[ctx.job.kind].result(ctx)
+        if ctx.job.kind is JobKind.INFERENCE and "capture" in ctx.job.params:
+            return self._captured(ctx, result)
+        return result
+
+    def _captured(self, ctx: RunContext, result: JobResult) -> JobResult:
+        """Each fake image through capture, as a gray picture of its size."""
+        params = CaptureParams.model_validate(ctx.job.params["capture"])
+        capture = job_capture(self._capture, ctx.job, params)
+        assert capture is not None
+        for number, entry in enumerate(result.detail["images"], start=1):
+            capture.offer(entry, partial(_gray_jpeg, entry["width"], entry["height"]), number)
+        return JobResult({**result.summary, "capture": capture.summary()}, result.detail)
 
 
 def _inputs(ctx: RunContext) -> list[str]:
@@ -182,6 +207,14 @@ def _inference_result(ctx: RunContext) -> JobResult:
         "variant_id": None,
     }
     return JobResult(summary=summary, detail={"images": images})
+
+
+def _gray_jpeg(width: int, height: int) -> bytes:
+    from PIL import Image
+
+    encoded = io.BytesIO()
+    Image.new("RGB", (width, height), (128, 128, 128)).save(encoded, "JPEG")
+    return encoded.getvalue()
 
 
 def _fake_detections(source: str) -> JsonObject:

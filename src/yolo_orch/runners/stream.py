@@ -28,6 +28,7 @@ from yolo_orch.ops.frame_feed import FrameFeed
 from yolo_orch.ops.logs import for_job
 from yolo_orch.params.stream import StreamParams, shared_pass_key
 from yolo_orch.runners.base import RunContext
+from yolo_orch.runners.dataset_capture import CaptureWriter, JobCapture, job_capture
 from yolo_orch.runners.stream_capture import (
     STOP_WITHIN_S,
     Capture,
@@ -78,10 +79,12 @@ class StreamRunner:
         *,
         hubs: StreamHubs | None = None,
         open_source: Callable[[str], VideoSource] = open_video,
+        dataset_capture: CaptureWriter | None = None,
     ) -> None:
         """`hubs`: shared with the inference runner, whose jobs then join the streams'
-        passes."""
+        passes. `dataset_capture`: where the frames `params.capture` selects are written."""
         self._load = load
+        self._dataset_capture = dataset_capture
         self._outputs = outputs
         self._open_source = open_source
         self.hubs = hubs or StreamHubs(outputs.max_batch)
@@ -92,7 +95,8 @@ class StreamRunner:
         spec = ctx.job.spec_as(StreamSpec)
         device = ctx.devices[0]
         segments = SegmentWriter(ctx.workdir, self._outputs.segment_s, self._outputs.segments_kept)
-        session = _Session(ctx, params, segments, self._outputs.feed)
+        into_dataset = job_capture(self._dataset_capture, ctx.job, params.capture)
+        session = _Session(ctx, params, segments, self._outputs.feed, into_dataset)
         board = Switchboard(session, ctx.job.model_id)
         load = self._load(device, ctx, params)
         board.active.hub = self.hubs.join(device, shared_pass_key(ctx.job), board.active, load)
@@ -213,13 +217,19 @@ class _Session:
     thread, the rest in the runner's."""
 
     def __init__(
-        self, ctx: RunContext, params: StreamParams, segments: SegmentWriter, feed: FrameFeed
+        self,
+        ctx: RunContext,
+        params: StreamParams,
+        segments: SegmentWriter,
+        feed: FrameFeed,
+        into_dataset: JobCapture | None = None,
     ) -> None:
         self.job_id = ctx.job.id
         self._ctx = ctx
         self._params = params
         self._segments = segments
         self._feed = feed
+        self._into_dataset = into_dataset
         self.captures: list[Capture] = []
         self._followers: dict[int, Follower] = {}
         self._zones = [Zone(zone.name, tuple(map(_xy, zone.points))) for zone in params.zones]
@@ -291,6 +301,8 @@ class _Session:
         if stats is None:
             stats = self._stats[frame.source] = SourceStats()
         stats.processed(now, latency_ms)
+        if self._into_dataset is not None:
+            self._into_dataset.offer(entry, frame.pixels, stats.count)
         self.frames += 1
         self.shared_frames += shared
         if now >= self._next_event:
@@ -357,12 +369,15 @@ class _Session:
 
     def summary(self) -> JsonObject:
         sources = self._sources()
-        return {
+        summary: JsonObject = {
             "frames": self.frames,
             "frames_dropped": sum(s["frames_dropped"] for s in sources),
             "reconnects": sum(s["reconnects"] for s in sources),
             "counts": self._counts_shown(),
         }
+        if self._into_dataset is not None:
+            summary["capture"] = self._into_dataset.summary()
+        return summary
 
     def detail(self, segments: list[str]) -> JsonObject:
         return {

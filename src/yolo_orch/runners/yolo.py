@@ -18,6 +18,7 @@ from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.weights import ModelTampered, ResolvedWeights
 from yolo_orch.runners import variant_runs
 from yolo_orch.runners.base import BatchOutcome, BatchRunner, RunContext, Runner, run_each
+from yolo_orch.runners.dataset_capture import CaptureWriter
 from yolo_orch.runners.decode import decode_image
 from yolo_orch.runners.decode_ahead import DecodeAhead
 from yolo_orch.runners.decode_ahead import default_threads as default_decode_threads
@@ -81,11 +82,13 @@ class UltralyticsRuntime:
         max_image_pixels: int,
         decode_ahead_bytes: int = 0,
         streams: StreamOutputs | None = None,
+        capture: CaptureWriter | None = None,
     ) -> None:
         """`decode_ahead_bytes`: memory for uploads decoded while their jobs wait
         (`decode_ahead`); 0 where this runtime's runners never see the uploads' files (a Ray
         node, or a server whose jobs run on one). `streams`: what stream jobs publish to
-        (the server's; a runtime of its own else)."""
+        (the server's; a runtime of its own else). `capture`: where the images of inference
+        and stream jobs' `params.capture` are written (none on a Ray node)."""
         configure_ultralytics(config_dir)  # before anything imports ultralytics
         self._models = models
         self._ahead = DecodeAhead(
@@ -104,6 +107,7 @@ class UltralyticsRuntime:
             resolve_variants=models.resolve_variants,
             decoded_ahead=self._ahead.take,
             stream_hubs=hubs,
+            capture=capture,
         )
         self.training = YoloTrainingRunner(
             models.resolve, models.register_model, data_roots=data_roots, cpu_threads=cpu_threads
@@ -114,7 +118,9 @@ class UltralyticsRuntime:
         self.export = YoloExportRunner(
             models.resolve, models.register_variant, data_roots=data_roots
         )
-        self.streams = StreamRunner(yolo_stream_models(self.inference), streams, hubs=hubs)
+        self.streams = StreamRunner(
+            yolo_stream_models(self.inference), streams, hubs=hubs, dataset_capture=capture
+        )
         self._runners: dict[JobKind, Runner] = {
             JobKind.STREAM: self.streams,
             JobKind.INFERENCE: self.inference,
