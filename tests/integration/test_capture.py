@@ -18,6 +18,7 @@ from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.labelling.yolo_labels import label_lines
+from yolo_orch.testing.streams import RtspServer
 from yolo_orch.testing.video import make_video
 
 SIM_NAMES = ["person", "bicycle", "car", "dog"]
@@ -177,3 +178,33 @@ async def test_a_stream_captures_its_frames_within_max_total(
         assert (class_id, float(y), float(height)) == ("0", 0.5, 0.2)
     image = store.item_image("frames", store.items("frames")[0].id)
     assert image.suffix == ".jpg"
+
+
+async def test_a_camera_stream_captures_no_more_in_an_hour_than_max_per_hour(
+    app: FastAPI, client: httpx.AsyncClient, rtsp_server: RtspServer
+) -> None:
+    datasets(app).create("camera", "detect", SIM_NAMES)
+    capture = {"into": "camera", "when": {"conf_above": 0.5}, "max_per_hour": 3}
+    params = {"max_fps": 15, "max_frames": 8, "snapshot_every_s": 0, "capture": capture}
+    stream = {"kind": "stream", "model": "sim", "sources": [rtsp_server.url()], "params": params}
+    response = await client.post("/v1/jobs", json=stream)
+    assert response.status_code == 202, response.text
+    done = await wait_terminal(client, response.json()["id"], deadline_s=60)
+    assert done["state"] == "succeeded", done
+    frames = done["result"]["frames"]  # each has the simulated person, at 0.9
+    assert done["result"]["capture"] == {
+        "selected": frames,
+        "captured": 3,
+        "capped": frames - 3,
+        "dropped": 0,
+    }
+    store = datasets(app)
+    sizes = {_size(store.item_image("camera", item.id)) for item in store.items("camera")}
+    assert sizes == {(640, 480)}  # the camera's frames, whole
+
+
+def _size(path: Path) -> tuple[int, int]:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.size

@@ -1,21 +1,28 @@
 """The capture queue and its writer thread (`runners.dataset_capture`) against a dataset that
 blocks or fails: the lane's side never waits, a full queue drops and counts, a job's summary
-waits for what it queued."""
+waits for what it queued. And the submission check that refuses capture on Ray lanes."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+import anyio
 import pytest
 
 from yolo_orch.domain import Job, JobKind, JobState
 from yolo_orch.domain.managed_datasets import DatasetInfo
-from yolo_orch.errors import InvalidJobInput
+from yolo_orch.errors import ErrorCode, InvalidJob, InvalidJobInput
+from yolo_orch.files.class_names import DEFAULT_CLASS_NAME_LIMITS
+from yolo_orch.files.inputs import InputLimits
+from yolo_orch.kinds.submission import SubmissionChecks
 from yolo_orch.params.capture import CaptureParams
 from yolo_orch.runners.dataset_capture import CaptureWriter, job_capture
+
+if TYPE_CHECKING:
+    from yolo_orch.registry.models import ModelRegistry
 
 NAMES = ("person", "car")
 
@@ -158,3 +165,22 @@ def test_no_writer_or_no_dataset_fails_the_job_as_invalid_input(writer: CaptureW
     gone = params.model_copy(update={"into": "gone"})
     with pytest.raises(InvalidJobInput, match="'gone'"):
         job_capture(writer, some, gone)
+
+
+async def test_capture_is_refused_on_ray_lanes_before_the_dataset_is_looked_up() -> None:
+    threads = anyio.CapacityLimiter(1)
+    on_ray = SubmissionChecks(
+        cast("ModelRegistry", None),  # not asked
+        ("node-1/cuda:0",),
+        (),
+        DEFAULT_CLASS_NAME_LIMITS,
+        InputLimits(max_files=1, max_walk_entries=1, walk_timeout_s=1.0),
+        max_image_pixels=1,
+        file_limiter=threads,
+        walk_limiter=threads,
+        no_capture=True,
+    )
+    await on_ray.capture_into(None, "detect")  # no capture: nothing to refuse
+    with pytest.raises(InvalidJob, match="not on Ray lanes") as refused:
+        await on_ray.capture_into({"into": "cams", "when": {"every_n": 1}}, "detect")
+    assert refused.value.code == ErrorCode.CAPTURE_UNSUPPORTED
