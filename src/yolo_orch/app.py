@@ -27,6 +27,7 @@ from yolo_orch.api import (
     submit,
 )
 from yolo_orch.api import chains as chains_api
+from yolo_orch.api import datasets as datasets_api
 from yolo_orch.api import deliveries as deliveries_api
 from yolo_orch.api import events as events_api
 from yolo_orch.api import metrics as metrics_api
@@ -139,6 +140,7 @@ def create_app(
     app.include_router(streams_api.router)
     app.include_router(deliveries_api.router)
     app.include_router(chains_api.router)
+    app.include_router(datasets_api.router)
     # The last added runs first: HEAD becomes GET, then other sites' pages are answered
     # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and
     # pace, all before the app reads anything; event streams end when the server stops.

@@ -454,6 +454,7 @@ async def test_head_answers_every_get_route_like_get_without_a_body(
         "chain_id": "nope",
         "index": 0,
         "variant_id": "x",
+        "item": "nope",
     }
     paths = [
         path.format(**values)

@@ -94,6 +94,8 @@ DOCUMENTED_REFUSALS = {
     ("GET /v1/jobs/{job_id}/result", "not_a_stream"): "another kind: 422 `not_a_stream`",
     ("POST /v1/jobs", "invalid_request"): "model `sim` only (422 with any other)",
     ("POST /v1/jobs/inference", "invalid_request"): "model `sim` only (422 with any other)",
+    ("POST /v1/datasets", "invalid_request"): "are refused (422 `invalid_request`)",
+    ("POST /v1/datasets", "class_names_too_large"): "(422 `class_names_too_large`)",
     ("POST /v1/models", "no_model_roots"): "`no_model_roots` otherwise",
     ("POST /v1/models", "path_outside_roots"): "is refused (422 `path_outside_roots`)",
 }

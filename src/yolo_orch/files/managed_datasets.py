@@ -22,12 +22,9 @@ import secrets
 import shutil
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from yolo_orch.domain.managed_datasets import (
     ITEM_SOURCES,
@@ -35,12 +32,10 @@ from yolo_orch.domain.managed_datasets import (
     SPLITS,
     DatasetInfo,
     ItemInfo,
-    ItemSource,
     SplitCounts,
     is_dataset_name,
     is_item_id,
     item_id,
-    split_of,
 )
 from yolo_orch.errors import (
     DatasetExists,
@@ -52,6 +47,22 @@ from yolo_orch.errors import (
 )
 from yolo_orch.files.class_names import DEFAULT_CLASS_NAME_LIMITS, ClassNameLimits
 from yolo_orch.files.jobfiles import write_atomic
+from yolo_orch.files.managed_dataset_disk import (
+    DATA_YAML,
+    MANIFEST,
+    StoredDataset,
+    StoredItem,
+    info_from,
+    item_source,
+    label_text,
+    load_items,
+    manifest_bytes,
+    now_utc,
+    public_item,
+    read_lines,
+    write_sidecar,
+    write_skeleton,
+)
 from yolo_orch.files.managed_dataset_labels import (
     IMAGE_SUFFIXES,
     LabelsRefused,
@@ -60,72 +71,8 @@ from yolo_orch.files.managed_dataset_labels import (
 )
 
 __all__ = ["ManagedDatasets"]
-
-MANIFEST = "dataset.json"
-DATA_YAML = "data.yaml"
-ITEMS_DIR = "items"
 MAX_KEYPOINTS = 1000
 _CLASS_FOLDER_CHARS = 100
-
-
-@dataclass
-class _Item:
-    id: str
-    suffix: str
-    source: ItemSource
-    model_id: str | None
-    job_id: str | None
-    created_at: datetime
-    updated_at: datetime
-    classes: list[int]
-
-    @property
-    def split(self) -> str:
-        return split_of(self.id)
-
-    def sidecar(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "suffix": self.suffix,
-            "source": self.source,
-            "model_id": self.model_id,
-            "job_id": self.job_id,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-        }
-
-
-@dataclass
-class _Dataset:
-    """One dataset as kept in memory: its manifest and its items."""
-
-    folder: Path
-    info: DatasetInfo
-    items: dict[str, _Item] = field(default_factory=dict)
-    next_sequence: int = 0
-
-    def image_path(self, item: _Item) -> Path:
-        if self.info.task == "classify":
-            class_name = self.info.names[item.classes[0]]
-            return self.folder / item.split / class_name / f"{item.id}{item.suffix}"
-        return self.folder / "images" / item.split / f"{item.id}{item.suffix}"
-
-    def labels_path(self, item: _Item) -> Path:
-        return self.folder / "labels" / item.split / f"{item.id}.txt"
-
-    def counted(self) -> DatasetInfo:
-        instances: dict[str, dict[str, int]] = {split: {} for split in SPLITS}
-        images = dict.fromkeys(SPLITS, 0)
-        sources: dict[str, int] = dict.fromkeys(ITEM_SOURCES, 0)
-        for item in self.items.values():
-            images[item.split] += 1
-            sources[item.source] += 1
-            per_class = instances[item.split]
-            for class_id in item.classes:
-                name = self.info.names[class_id]
-                per_class[name] = per_class.get(name, 0) + 1
-        splits = {split: SplitCounts(images[split], instances[split]) for split in SPLITS}
-        return replace(self.info, splits=splits, sources=sources)
 
 
 class ManagedDatasets:
@@ -133,7 +80,7 @@ class ManagedDatasets:
         self.root = root
         self._limits = class_name_limits or DEFAULT_CLASS_NAME_LIMITS
         self._lock = threading.RLock()
-        self._loaded: dict[str, _Dataset] = {}
+        self._loaded: dict[str, StoredDataset] = {}
 
     def create(
         self,
@@ -153,11 +100,11 @@ class ManagedDatasets:
             self.root.mkdir(parents=True, exist_ok=True)
             building = self.root / f".creating-{name}-{secrets.token_hex(4)}"
             try:
-                _write_skeleton(building, info)
+                write_skeleton(building, info)
                 building.rename(folder)
             finally:
                 shutil.rmtree(building, ignore_errors=True)
-            self._loaded[name] = _Dataset(folder, info)
+            self._loaded[name] = StoredDataset(folder, info)
             return self._loaded[name].counted()
 
     def get(self, name: str) -> DatasetInfo:
@@ -197,7 +144,7 @@ class ManagedDatasets:
     ) -> str:
         """Store an image (encoded bytes) with its YOLO label lines; returns the item's id.
         The item's split follows from its id (`split_of`)."""
-        checked_source = _source(source)
+        checked_source = item_source(source)
         suffix = suffix.lower() if suffix.startswith(".") else f".{suffix.lower()}"
         with self._lock:
             dataset = self._dataset(name)
@@ -206,8 +153,8 @@ class ManagedDatasets:
             if not image:
                 raise InvalidDatasetItem(name, "the image is empty")
             lines = self._checked(dataset, labels)
-            now = _now()
-            item = _Item(
+            now = now_utc()
+            item = StoredItem(
                 id=item_id(dataset.next_sequence, secrets.token_hex(3)),
                 suffix=suffix,
                 source=checked_source,
@@ -220,20 +167,20 @@ class ManagedDatasets:
             dataset.next_sequence += 1
             write_atomic(dataset.image_path(item), image, durable=False)
             if dataset.info.task != "classify":
-                write_atomic(dataset.labels_path(item), _text(lines), durable=False)
-            _write_sidecar(dataset, item)
+                write_atomic(dataset.labels_path(item), label_text(lines), durable=False)
+            write_sidecar(dataset, item)
             dataset.items[item.id] = item
             return item.id
 
     def set_labels(self, name: str, item: str, labels: Sequence[str], *, source: str) -> None:
         """Replace an item's labels (a classify item moves to its new class's folder)."""
-        checked_source = _source(source)
+        checked_source = item_source(source)
         with self._lock:
             dataset = self._dataset(name)
             found = self._item(dataset, item)
             lines = self._checked(dataset, labels)
             updated = replace(
-                found, classes=classes_of(lines), source=checked_source, updated_at=_now()
+                found, classes=classes_of(lines), source=checked_source, updated_at=now_utc()
             )
             if dataset.info.task == "classify":
                 moved_to = dataset.image_path(updated)
@@ -241,8 +188,8 @@ class ManagedDatasets:
                     moved_to.parent.mkdir(parents=True, exist_ok=True)
                     dataset.image_path(found).rename(moved_to)
             else:
-                write_atomic(dataset.labels_path(updated), _text(lines), durable=False)
-            _write_sidecar(dataset, updated)
+                write_atomic(dataset.labels_path(updated), label_text(lines), durable=False)
+            write_sidecar(dataset, updated)
             dataset.items[item] = updated
 
     def item_image(self, name: str, item: str) -> Path:
@@ -257,13 +204,13 @@ class ManagedDatasets:
             found = self._item(dataset, item)
             if dataset.info.task == "classify":
                 return [str(found.classes[0])]
-            return _read_lines(dataset.labels_path(found))
+            return read_lines(dataset.labels_path(found))
 
     def items(self, name: str, source: str | None = None) -> builtins.list[ItemInfo]:
         """The dataset's items in the order they were added, of one source when given."""
         with self._lock:
             return [
-                _public(item)
+                public_item(item)
                 for item in self._dataset(name).items.values()
                 if source is None or item.source == source
             ]
@@ -277,10 +224,12 @@ class ManagedDatasets:
                 return dataset.folder
             return dataset.folder / DATA_YAML
 
-    def folder(self, name: str) -> Path:
-        """The dataset's folder (what a zip download holds)."""
+    def files(self, name: str) -> tuple[Path, builtins.list[Path]]:
+        """The dataset's folder, and its files now (what a zip download holds): a file may
+        be gone by the time it is read (a classify item moved to another class)."""
         with self._lock:
-            return self._dataset(name).folder
+            dataset = self._dataset(name)
+            return dataset.folder, dataset.files()
 
     def update_labelling(self, name: str, changes: Mapping[str, Any]) -> DatasetInfo:
         """Merge `changes` into the manifest's `labelling` (a key set to None is removed)."""
@@ -289,11 +238,11 @@ class ManagedDatasets:
             labelling = {**dataset.info.labelling, **changes}
             labelling = {key: value for key, value in labelling.items() if value is not None}
             info = replace(dataset.info, labelling=_json_object(labelling))
-            write_atomic(dataset.folder / MANIFEST, _manifest(info))
+            write_atomic(dataset.folder / MANIFEST, manifest_bytes(info))
             dataset.info = info
             return dataset.counted()
 
-    def _dataset(self, name: str) -> _Dataset:
+    def _dataset(self, name: str) -> StoredDataset:
         """The dataset as kept in memory, read from disk on first use."""
         loaded = self._loaded.get(name)
         if loaded is not None:
@@ -305,18 +254,18 @@ class ManagedDatasets:
             manifest = json.loads((folder / MANIFEST).read_bytes())
         except (FileNotFoundError, NotADirectoryError):
             raise DatasetNotFound(name) from None
-        dataset = _Dataset(folder, _info_from(manifest))
-        _load_items(dataset)
+        dataset = StoredDataset(folder, info_from(manifest))
+        load_items(dataset)
         self._loaded[name] = dataset
         return dataset
 
-    def _item(self, dataset: _Dataset, item: str) -> _Item:
+    def _item(self, dataset: StoredDataset, item: str) -> StoredItem:
         found = dataset.items.get(item) if is_item_id(item) else None
         if found is None:
             raise DatasetItemNotFound(dataset.info.name, item)
         return found
 
-    def _checked(self, dataset: _Dataset, labels: Sequence[str]) -> builtins.list[str]:
+    def _checked(self, dataset: StoredDataset, labels: Sequence[str]) -> builtins.list[str]:
         info = dataset.info
         try:
             return checked_labels(info.task, len(info.names), info.kpt_shape, labels)
@@ -361,7 +310,7 @@ def _new_info(
         task=task,
         names=tuple(names),
         kpt_shape=kpt_shape,
-        created_at=_now(),
+        created_at=now_utc(),
         labelling=_json_object(dict(labelling or {})),
         splits={split: SplitCounts() for split in SPLITS},
         sources=dict.fromkeys(ITEM_SOURCES, 0),
@@ -385,133 +334,5 @@ def _json_object(value: dict[str, Any]) -> dict[str, Any]:
     return loaded
 
 
-def _write_skeleton(folder: Path, info: DatasetInfo) -> None:
-    for split in SPLITS:
-        if info.task == "classify":
-            (folder / split).mkdir(parents=True)
-        else:
-            (folder / "images" / split).mkdir(parents=True)
-            (folder / "labels" / split).mkdir(parents=True)
-    (folder / ITEMS_DIR).mkdir()
-    write_atomic(folder / MANIFEST, _manifest(info))
-    if info.task != "classify":
-        data: dict[str, Any] = {
-            "path": ".",
-            "train": "images/train",
-            "val": "images/val",
-            "names": dict(enumerate(info.names)),
-        }
-        if info.kpt_shape is not None:
-            data["kpt_shape"] = list(info.kpt_shape)
-        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
-        write_atomic(folder / DATA_YAML, text.encode("utf-8"))
-
-
-def _manifest(info: DatasetInfo) -> bytes:
-    manifest = {
-        "name": info.name,
-        "task": info.task,
-        "names": list(info.names),
-        "kpt_shape": None if info.kpt_shape is None else list(info.kpt_shape),
-        "created_at": info.created_at.isoformat(),
-        "labelling": info.labelling,
-    }
-    return json.dumps(manifest, indent=2, ensure_ascii=False).encode("utf-8")
-
-
-def _info_from(manifest: dict[str, Any]) -> DatasetInfo:
-    shape = manifest.get("kpt_shape")
-    return DatasetInfo(
-        name=manifest["name"],
-        task=manifest["task"],
-        names=tuple(manifest["names"]),
-        kpt_shape=None if shape is None else (int(shape[0]), int(shape[1])),
-        created_at=datetime.fromisoformat(manifest["created_at"]),
-        labelling=dict(manifest.get("labelling") or {}),
-        splits={split: SplitCounts() for split in SPLITS},
-        sources=dict.fromkeys(ITEM_SOURCES, 0),
-    )
-
-
-def _load_items(dataset: _Dataset) -> None:
-    """Read every item's sidecar, and its labels (classify: the class folder its image is
-    in), once; the next id continues after the highest sequence number found."""
-    task, names = dataset.info.task, dataset.info.names
-    for sidecar in sorted((dataset.folder / ITEMS_DIR).glob("*.json")):
-        try:
-            entry = json.loads(sidecar.read_bytes())
-        except (OSError, ValueError):
-            continue  # a torn sidecar (never written whole): not an item
-        item = _Item(
-            id=entry["id"],
-            suffix=entry["suffix"],
-            source=_source(entry["source"]),
-            model_id=entry.get("model_id"),
-            job_id=entry.get("job_id"),
-            created_at=datetime.fromisoformat(entry["created_at"]),
-            updated_at=datetime.fromisoformat(entry["updated_at"]),
-            classes=[],
-        )
-        if task == "classify":
-            folders = dataset.folder / item.split
-            where = next(
-                (
-                    i
-                    for i, n in enumerate(names)
-                    if (folders / n / f"{item.id}{item.suffix}").is_file()
-                ),
-                None,
-            )
-            if where is None:
-                continue
-            item.classes = [where]
-        else:
-            item.classes = classes_of(_read_lines(dataset.labels_path(item)))
-        dataset.items[item.id] = item
-        sequence = int(item.id.partition("-")[0])
-        dataset.next_sequence = max(dataset.next_sequence, sequence + 1)
-
-
-def _write_sidecar(dataset: _Dataset, item: _Item) -> None:
-    data = json.dumps(item.sidecar()).encode("utf-8")
-    write_atomic(dataset.folder / ITEMS_DIR / f"{item.id}.json", data, durable=False)
-
-
-def _read_lines(path: Path) -> list[str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    return [line.strip() for line in text.splitlines() if line.strip()]
-
-
-def _public(item: _Item) -> ItemInfo:
-    return ItemInfo(
-        id=item.id,
-        split=item.split,
-        source=item.source,
-        model_id=item.model_id,
-        job_id=item.job_id,
-        created_at=item.created_at,
-        updated_at=item.updated_at,
-        instances=len(item.classes),
-    )
-
-
-def _source(source: str) -> ItemSource:
-    for known in ITEM_SOURCES:
-        if source == known:
-            return known
-    raise ValueError(f"source must be one of {', '.join(ITEM_SOURCES)}, not {source!r}")
-
-
-def _text(lines: Sequence[str]) -> bytes:
-    return "".join(f"{line}\n" for line in lines).encode("utf-8")
-
-
 def _suffixes() -> str:
     return ", ".join(sorted(IMAGE_SUFFIXES))
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
