@@ -18,6 +18,7 @@ from httpx_sse import aconnect_sse
 
 from yolo_orch.client import wire
 from yolo_orch.client.aliases import AsyncAliases
+from yolo_orch.client.datasets import AsyncDatasets
 from yolo_orch.client.errors import ApiError
 from yolo_orch.client.follow import RECONNECT_BUDGET_S, STREAM_ENDED, Reconnects, job_event
 from yolo_orch.client.shapes import (
@@ -38,10 +39,10 @@ from yolo_orch.client.streams import AsyncStreams
 from yolo_orch.client.wire import Json
 
 
-class AsyncClient(AsyncStreams, AsyncAliases):
+class AsyncClient(AsyncStreams, AsyncAliases, AsyncDatasets):
     """`async with AsyncClient(url, token) as client: job = await client.submit(...)`; stream
     jobs' methods are `client.streams.AsyncStreams`', model aliases'
-    `client.aliases.AsyncAliases`'."""
+    `client.aliases.AsyncAliases`', managed datasets' `client.datasets.AsyncDatasets`'."""
 
     def __init__(
         self,

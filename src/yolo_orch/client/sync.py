@@ -17,6 +17,7 @@ from httpx_sse import ServerSentEvent, connect_sse
 
 from yolo_orch.client import wire
 from yolo_orch.client.aliases import SyncAliases
+from yolo_orch.client.datasets import SyncDatasets
 from yolo_orch.client.errors import ApiError
 from yolo_orch.client.follow import follow_events
 from yolo_orch.client.shapes import (
@@ -37,11 +38,12 @@ from yolo_orch.client.streams import SyncStreams
 from yolo_orch.client.wire import Json
 
 
-class Client(SyncStreams, SyncAliases):
+class Client(SyncStreams, SyncAliases, SyncDatasets):
     """`Client(url, token)`; both default to $YOLO_ORCH_URL and $YOLO_ORCH_TOKEN (else
     http://127.0.0.1:8000, no token). Use it as a context manager, or call `close()`. Stream
     jobs' methods (`submit_stream`, `stream_frames`, ...) are `client.streams.SyncStreams`'; model
-    aliases' (`set_alias`, `alias_history`, ...) `client.aliases.SyncAliases`'."""
+    aliases' (`set_alias`, `alias_history`, ...) `client.aliases.SyncAliases`'; managed datasets'
+    (`create_dataset`, `download_dataset`, ...) `client.datasets.SyncDatasets`'."""
 
     def __init__(
         self,

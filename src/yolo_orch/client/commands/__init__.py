@@ -9,6 +9,7 @@ from yolo_orch.client import render
 from yolo_orch.client.commands import chains, jobs, streams, submit
 from yolo_orch.client.commands.aliases import alias_app
 from yolo_orch.client.commands.common import AsJson, Token, Url, connect, out
+from yolo_orch.client.commands.datasets import datasets_app
 from yolo_orch.client.commands.registry import models_app, variants_app
 from yolo_orch.client.wire import DEFAULT_URL
 
@@ -33,6 +34,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(models_app, name="models", rich_help_panel="Host")
     app.add_typer(variants_app, name="variants", rich_help_panel="Host")
     app.add_typer(alias_app, name="alias", rich_help_panel="Host")
+    app.add_typer(datasets_app, name="datasets", rich_help_panel="Host")
     app.command(rich_help_panel="Host")(devices)
 
 
