@@ -21,6 +21,7 @@ from yolo_orch.domain.managed_datasets import (
     ItemInfo,
     ItemSource,
     SplitCounts,
+    is_item_id,
     split_of,
 )
 from yolo_orch.files.jobfiles import write_atomic
@@ -154,40 +155,47 @@ def info_from(manifest: dict[str, Any]) -> DatasetInfo:
 def load_items(dataset: StoredDataset) -> None:
     """Read every item's sidecar, and its labels (classify: the class folder its image is
     in), once; the next id continues after the highest sequence number found."""
-    task, names = dataset.info.task, dataset.info.names
-    for sidecar in sorted((dataset.folder / ITEMS_DIR).glob("*.json")):
+    classify = dataset.info.task == "classify"
+    class_of = _classify_folders(dataset) if classify else {}
+    sidecars = [p for p in (dataset.folder / ITEMS_DIR).glob("*.json") if is_item_id(p.stem)]
+    for sidecar in sorted(sidecars, key=lambda p: int(p.stem.partition("-")[0])):
         try:
             entry = json.loads(sidecar.read_bytes())
-        except (OSError, ValueError):
-            continue  # a torn sidecar (never written whole): not an item
-        item = StoredItem(
-            id=entry["id"],
-            suffix=entry["suffix"],
-            source=item_source(entry["source"]),
-            model_id=entry.get("model_id"),
-            job_id=entry.get("job_id"),
-            created_at=datetime.fromisoformat(entry["created_at"]),
-            updated_at=datetime.fromisoformat(entry["updated_at"]),
-            classes=[],
-        )
-        if task == "classify":
-            folders = dataset.folder / item.split
-            where = next(
-                (
-                    i
-                    for i, n in enumerate(names)
-                    if (folders / n / f"{item.id}{item.suffix}").is_file()
-                ),
-                None,
+            item = StoredItem(
+                id=sidecar.stem,
+                suffix=entry["suffix"],
+                source=item_source(entry["source"]),
+                model_id=entry.get("model_id"),
+                job_id=entry.get("job_id"),
+                created_at=datetime.fromisoformat(entry["created_at"]),
+                updated_at=datetime.fromisoformat(entry["updated_at"]),
+                classes=[],
             )
-            if where is None:
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a torn sidecar (never written whole): not an item
+        if classify:
+            found = class_of.get(f"{item.split}/{item.id}{item.suffix}")
+            if found is None:
                 continue
-            item.classes = [where]
+            item.classes = [found]
         else:
             item.classes = classes_of(read_lines(dataset.labels_path(item)))
         dataset.items[item.id] = item
         sequence = int(item.id.partition("-")[0])
         dataset.next_sequence = max(dataset.next_sequence, sequence + 1)
+
+
+def _classify_folders(dataset: StoredDataset) -> dict[str, int]:
+    """`<split>/<file name>` -> the class id of the folder the image is in: each folder is
+    listed once, not probed once per item and class."""
+    found: dict[str, int] = {}
+    for class_id, class_name in enumerate(dataset.info.names):
+        for split in SPLITS:
+            folder = dataset.folder / split / class_name
+            if folder.is_dir():
+                for image in folder.iterdir():
+                    found[f"{split}/{image.name}"] = class_id
+    return found
 
 
 def write_sidecar(dataset: StoredDataset, item: StoredItem) -> None:
