@@ -3,7 +3,9 @@ from threads while others read, deletion, what survives a restart, and refusals.
 
 from __future__ import annotations
 
+import io
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from yolo_orch.errors import (
     InvalidDatasetItem,
     InvalidJob,
 )
+from yolo_orch.files.managed_dataset_zip import CHUNK_BYTES, zip_chunks
 from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.files.task_data import load_task_dataset
 
@@ -189,3 +192,29 @@ def test_refusals(datasets: ManagedDatasets) -> None:
         with pytest.raises(DatasetNotFound):
             datasets.get(name)
     assert datasets.get("cars").items == 0
+
+
+def test_the_zip_comes_in_chunks_and_leaves_out_what_is_gone(
+    datasets: ManagedDatasets,
+) -> None:
+    datasets.create("big", "detect", ["car"])
+    images = [bytes([n]) * (CHUNK_BYTES + 1000) for n in range(3)]
+    ids = [datasets.add("big", image, ".jpg", [BOX], source="model") for image in images]
+    folder, files = datasets.files("big")
+    datasets.item_image("big", ids[2]).unlink()  # gone between the listing and the zip
+
+    chunks = list(zip_chunks(folder, files, "big"))
+    assert len(chunks) >= 3  # sent as it is made, not as one piece
+    assert max(len(chunk) for chunk in chunks) < 2 * CHUNK_BYTES + 4096
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(chunks)))
+    assert archive.testzip() is None
+    assert archive.read(f"big/images/train/{ids[0]}.jpg") == images[0]
+    assert archive.read(f"big/images/val/{ids[1]}.jpg") == images[1]
+    assert f"big/images/train/{ids[2]}.jpg" not in archive.namelist()
+    assert f"big/labels/train/{ids[2]}.txt" in archive.namelist()
+
+
+def test_the_labelling_a_reader_gets_is_its_own(datasets: ManagedDatasets) -> None:
+    datasets.create("cars", "detect", ["car"], labelling={"train": {"epochs": 5}})
+    datasets.get("cars").labelling["train"]["epochs"] = 99
+    assert datasets.get("cars").labelling == {"train": {"epochs": 5}}

@@ -5,6 +5,7 @@ lock around every call."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -61,12 +62,24 @@ class StoredItem:
 
 @dataclass
 class StoredDataset:
-    """One dataset as kept in memory: its manifest and its items."""
+    """One dataset as kept in memory: its manifest and its items. Its counts are made once
+    after each write (`put`, `set_info`): reads between writes get them as they are."""
 
     folder: Path
     info: DatasetInfo
     items: dict[str, StoredItem] = field(default_factory=dict)
     next_sequence: int = 0
+    _counts: DatasetInfo | None = None
+
+    def put(self, item: StoredItem) -> None:
+        """Keep a new or changed item."""
+        self.items[item.id] = item
+        self._counts = None
+
+    def set_info(self, info: DatasetInfo) -> None:
+        """Keep a changed manifest (its `labelling`)."""
+        self.info = info
+        self._counts = None
 
     def image_path(self, item: StoredItem) -> Path:
         if self.info.task == "classify":
@@ -90,6 +103,12 @@ class StoredDataset:
         return files
 
     def counted(self) -> DatasetInfo:
+        """The dataset with its counts, and a `labelling` of its own for the caller."""
+        if self._counts is None:
+            self._counts = self._count()
+        return replace(self._counts, labelling=copy.deepcopy(self._counts.labelling))
+
+    def _count(self) -> DatasetInfo:
         instances: dict[str, dict[str, int]] = {split: {} for split in SPLITS}
         images = dict.fromkeys(SPLITS, 0)
         sources: dict[str, int] = dict.fromkeys(ITEM_SOURCES, 0)
@@ -180,7 +199,7 @@ def load_items(dataset: StoredDataset) -> None:
             item.classes = [found]
         else:
             item.classes = classes_of(read_lines(dataset.labels_path(item)))
-        dataset.items[item.id] = item
+        dataset.put(item)
         sequence = int(item.id.partition("-")[0])
         dataset.next_sequence = max(dataset.next_sequence, sequence + 1)
 

@@ -169,7 +169,7 @@ class ManagedDatasets:
             if dataset.info.task != "classify":
                 write_atomic(dataset.labels_path(item), label_text(lines), durable=False)
             write_sidecar(dataset, item)
-            dataset.items[item.id] = item
+            dataset.put(item)
             return item.id
 
     def set_labels(self, name: str, item: str, labels: Sequence[str], *, source: str) -> None:
@@ -190,7 +190,7 @@ class ManagedDatasets:
             else:
                 write_atomic(dataset.labels_path(updated), label_text(lines), durable=False)
             write_sidecar(dataset, updated)
-            dataset.items[item] = updated
+            dataset.put(updated)
 
     def item_image(self, name: str, item: str) -> Path:
         with self._lock:
@@ -239,7 +239,7 @@ class ManagedDatasets:
             labelling = {key: value for key, value in labelling.items() if value is not None}
             info = replace(dataset.info, labelling=_json_object(labelling))
             write_atomic(dataset.folder / MANIFEST, manifest_bytes(info))
-            dataset.info = info
+            dataset.set_info(info)
             return dataset.counted()
 
     def _dataset(self, name: str) -> StoredDataset:
