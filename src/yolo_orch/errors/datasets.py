@@ -18,7 +18,10 @@ class DatasetExists(YoloOrchError):
     code = ErrorCode.DATASET_EXISTS
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"a managed dataset named {name!r} already exists")
+        super().__init__(
+            f"the dataset name {name!r} is taken: a managed dataset, or a folder, of that name "
+            "is in the datasets folder"
+        )
         self.name = name
 
 
