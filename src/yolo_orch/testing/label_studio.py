@@ -8,9 +8,10 @@ at once). A venv is not relocatable by its scripts' shebangs, so the harness run
 `bin/python`, which is.
 
 Each start gets a fresh data folder, one known user with a known API token, and runs in a process
-group of its own that is ended on the way out. Two settings that only a loopback test wants: the
+group of its own that is ended on the way out. Settings that only a loopback test wants: the
 token is a legacy one (`--enable-legacy-api-token`; this release refuses legacy tokens otherwise),
-and SSRF protection is off (it refuses webhooks to 127.0.0.1, where yolo-orch listens).
+and SSRF protection and `ML_BLOCK_LOCAL_IP` are off (they refuse webhooks and ML backends on
+127.0.0.1, where yolo-orch listens).
 """
 
 from __future__ import annotations
@@ -208,6 +209,7 @@ def _label_studio_env(data_dir: Path, port: int) -> dict[str, str]:
             "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir),
             "LABEL_STUDIO_HOST": f"http://127.0.0.1:{port}",
             "SSRF_PROTECTION_ENABLED": "false",
+            "ML_BLOCK_LOCAL_IP": "false",
             "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true",
             "COLLECT_ANALYTICS": "false",
             "PYTHONUNBUFFERED": "1",
