@@ -295,12 +295,12 @@ _INSERT_QUEUED = _insert_queued()
 def _create(
     new: NewJob, max_queued: int, now: datetime, outbox: Outbox, conn: Connection
 ) -> tuple[Job, bool]:
-    if new.idempotency_key is not None and (new.unique_key is not None or new.after):
-        # A retry is answered by its key before anything that may have changed since the first
-        # try (the unique job ended, a dependency failed), as the memory store answers it. Only
-        # here: for other jobs the insert's conflict clause finds the key in the same statement.
-        if (existing := _by_idempotency_key(new, conn)) is not None:
-            return existing, False
+    # A retry is answered by its key before anything that may have changed since the first try
+    # (the unique job ended, a dependency failed), as the memory store answers it. Only here:
+    # for other jobs the insert's conflict clause finds the key in the same statement.
+    retry_first = new.idempotency_key is not None and (new.unique_key is not None or new.after)
+    if retry_first and (existing := _by_idempotency_key(new, conn)) is not None:
+        return existing, False
     if new.unique_key is not None and (same := _unique_match(new, now, conn)) is not None:
         return same, False
     pending = pending_dependencies(new, conn)
