@@ -13,8 +13,11 @@ on Ray lanes; a job that reaches a node with it fails `invalid_input`)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +48,9 @@ SUMMARY_WAIT_S = 10.0
 """How long a finished job waits for its queued images to be written, so its summary counts
 them; what is still queued then is written after, and counted `captured` nowhere."""
 JPEG_QUALITY = 95
+WRITER_NICE = 10
+"""How much less CPU the writer thread gets than the lanes' threads (Linux gives each thread
+its own nice value): what capture costs is taken from idle time first."""
 
 
 class CaptureTarget(Protocol):
@@ -121,6 +127,12 @@ class CaptureWriter:
         return True
 
     def _run(self) -> None:
+        if sys.platform == "linux":
+            with contextlib.suppress(OSError):
+                thread = threading.get_native_id()
+                os.setpriority(
+                    os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + WRITER_NICE
+                )
         while (item := self._queue.get()) is not None:
             item.job.written(self._write(item))
 
