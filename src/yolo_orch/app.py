@@ -30,6 +30,7 @@ from yolo_orch.api import chains as chains_api
 from yolo_orch.api import datasets as datasets_api
 from yolo_orch.api import deliveries as deliveries_api
 from yolo_orch.api import events as events_api
+from yolo_orch.api import label_studio as label_studio_api
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api import streams as streams_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
@@ -74,6 +75,7 @@ from yolo_orch.ui import install_ui
 from yolo_orch.wiring import (
     cancelled,
     deliver_webhooks,
+    label_studio_backend,
     open_stores,
     start_capture,
     storage_places,
@@ -141,6 +143,7 @@ def create_app(
     app.include_router(deliveries_api.router)
     app.include_router(chains_api.router)
     app.include_router(datasets_api.router)
+    app.include_router(label_studio_api.router)
     # The last added runs first: HEAD becomes GET, then other sites' pages are answered
     # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and
     # pace, all before the app reads anything; event streams end when the server stops.
@@ -155,6 +158,8 @@ def create_app(
             ("POST", "/v1/jobs/inference"),
             ("POST", "/v1/models"),
             ("POST", "/v1/models/{ref}/variants"),
+            ("POST", "/ls/{dataset}/predict"),  # tasks come with their annotations
+            ("POST", "/ls/{dataset}/webhook"),
         ],
     )
     app.add_middleware(BearerAuth, check=tokens)
@@ -362,6 +367,7 @@ async def _start(
         events=events,
         frames=streams.feed,
         datasets=datasets,
+        label_studio=label_studio_backend(settings, datasets, service, models, file_limiter),
         metrics=metrics,
         telemetry=telemetry,
         jobs=service,

@@ -17,6 +17,11 @@ import anyio.to_thread
 from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings
 from yolo_orch.domain.webhook_hosts import WebhookHosts
 from yolo_orch.domain.webhook_routes import WebhookRoutes
+from yolo_orch.files.managed_datasets import ManagedDatasets
+from yolo_orch.jobs.service import JobService
+from yolo_orch.labelling.ls_backend import LabelStudioBackend
+from yolo_orch.labelling.ls_images import LabelStudioImages
+from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.runners.dataset_capture import CaptureTarget, CaptureWriter
 from yolo_orch.store import migrate
 from yolo_orch.store.aliases import AliasStore
@@ -117,6 +122,31 @@ def start_capture(datasets: CaptureTarget, stack: AsyncExitStack) -> CaptureWrit
 
     stack.push_async_callback(stop)
     return writer
+
+
+def label_studio_backend(
+    settings: Settings,
+    datasets: ManagedDatasets,
+    jobs: JobService,
+    models: ModelRegistry,
+    file_limiter: anyio.CapacityLimiter,
+) -> LabelStudioBackend:
+    """Label Studio's ML backend; the images of Label Studio's own tasks wait for their
+    inference job in a folder of the datasets root (which the runners read)."""
+    images = LabelStudioImages(
+        settings.label_studio_url,
+        settings.label_studio_token.get_secret_value(),
+        max_bytes=settings.label_studio_max_image_bytes,
+    )
+    return LabelStudioBackend(
+        datasets,
+        jobs,
+        models,
+        images,
+        scratch=settings.datasets_root / ".label-studio",
+        predict_wait_s=settings.label_studio_predict_wait_s,
+        file_limiter=file_limiter,
+    )
 
 
 async def cancelled(task: asyncio.Task[None]) -> None:

@@ -10,6 +10,8 @@ routes then only check that the token's scope allows them (403)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 from collections.abc import Sequence
@@ -34,6 +36,10 @@ _ACTOR = "token_actor"
 """Where it leaves who the token is (`actor`)."""
 ANONYMOUS = "anonymous"
 """Who a request is when the server has no tokens."""
+LABELLING_PATHS = ("/ls/", "/v1/datasets")
+"""Where a token of the `labelling` scope alone may go: Label Studio's ML backend, which may
+send it as the password of Basic auth (a Label Studio connection's only way), and the managed
+datasets (their item images)."""
 
 
 class TokenCheck:
@@ -62,12 +68,17 @@ class TokenCheck:
             (f"{ASSETS_URL}/", f"{UI_ASSETS_URL}/")
         )
 
-    def scopes(self, authorization: str) -> tuple[frozenset[Scope], str]:
+    def scopes(self, authorization: str, *, basic: bool = False) -> tuple[frozenset[Scope], str]:
         """The scopes the token in an `Authorization` header grants, and who it is (its name
         in the config, else `token:` and the start of its hash); `Unauthorized` when there is
-        no bearer token or it is not one of ours."""
+        no bearer token (with `basic`, or Basic auth whose password is the token) or it is not
+        one of ours."""
         kind, _, token = authorization.partition(" ")
-        if kind.lower() != "bearer" or not token.strip():
+        if basic and kind.lower() == "basic":
+            token = _basic_password(token)
+        elif kind.lower() != "bearer":
+            token = ""
+        if not token.strip():
             raise Unauthorized("a bearer token is required (Authorization: Bearer <token>)")
         digest = hashlib.sha256(token.strip().encode()).hexdigest()
         # Compare against every configured hash, so timing says nothing about which matched.
@@ -77,6 +88,19 @@ class TokenCheck:
         names = [entry.name for entry in matched if entry.name]
         actor = names[0] if names else f"token:{digest[:12]}"
         return frozenset(entry.scope for entry in matched), actor
+
+
+def allowed_path(granted: frozenset[Scope], path: str) -> bool:
+    """A token of the `labelling` scope alone goes to `LABELLING_PATHS` only."""
+    return granted != {Scope.LABELLING} or path.startswith(LABELLING_PATHS)
+
+
+def _basic_password(credentials: str) -> str:
+    try:
+        decoded = base64.b64decode(credentials.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return ""
+    return decoded.partition(":")[2]
 
 
 class BearerAuth:
@@ -93,10 +117,17 @@ class BearerAuth:
             if self._check.needs_token(path):
                 try:
                     granted, actor = self._check.scopes(
-                        Headers(scope=scope).get("authorization", "")
+                        Headers(scope=scope).get("authorization", ""),
+                        basic=path.startswith("/ls/"),
                     )
                 except Unauthorized as exc:
                     await error_response(exc)(scope, receive, send)
+                    return
+                if not allowed_path(granted, path):
+                    refused = Forbidden(
+                        "a token of the 'labelling' scope is for /ls/ and /v1/datasets only"
+                    )
+                    await error_response(refused)(scope, receive, send)
                     return
                 state = scope.setdefault("state", {})
                 state[_GRANTED] = granted
@@ -125,6 +156,27 @@ async def require_models_write(request: Request) -> None:
 
 
 models_write_scope = Depends(require_models_write)
+
+
+async def require_labelling(request: Request) -> None:
+    """A dependency for Label Studio's routes (/ls/): `labelling` or `admin`."""
+    granted: frozenset[Scope] | None = getattr(request.state, _GRANTED, None)
+    if granted is not None and not granted & {Scope.LABELLING, Scope.ADMIN}:
+        raise Forbidden("this token's scope does not allow this; it needs 'labelling'")
+
+
+labelling_scope = Depends(require_labelling)
+
+
+async def require_labelling_write(request: Request) -> None:
+    """A dependency for a dataset's sync with Label Studio (push, pull): `models:write`,
+    `labelling` or `admin`."""
+    granted: frozenset[Scope] | None = getattr(request.state, _GRANTED, None)
+    if granted is not None and not granted & {Scope.MODELS_WRITE, Scope.LABELLING, Scope.ADMIN}:
+        raise Forbidden("this token's scope does not allow this; it needs 'models:write'")
+
+
+labelling_write_scope = Depends(require_labelling_write)
 
 
 async def actor_of(request: Request) -> str:

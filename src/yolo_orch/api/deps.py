@@ -20,6 +20,7 @@ from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.jobs.notifications import JobEvents
 from yolo_orch.jobs.service import JobService
+from yolo_orch.labelling.ls_backend import LabelStudioBackend
 from yolo_orch.ops.diskguard import DiskGuard
 from yolo_orch.ops.frame_feed import FrameFeed
 from yolo_orch.ops.retention import Retention
@@ -56,6 +57,8 @@ class Services:
     datasets: ManagedDatasets
     """The managed datasets (/v1/datasets, capture, Label Studio): blocking, call them from
     a worker thread (`file_limiter`)."""
+    label_studio: LabelStudioBackend
+    """Label Studio's ML backend (/ls/{dataset}/...)."""
     cluster: ClusterView | None = None
     """With `executor = "ray"`: the cluster's nodes and whether its head answers."""
     webhook_hosts: WebhookHosts = NO_WEBHOOK_HOSTS

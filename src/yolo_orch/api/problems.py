@@ -75,6 +75,10 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.ShuttingDown: 503,
     errors.JobActive: 409,
     errors.InsufficientStorage: 507,
+    errors.LabelConfigInvalid: 422,
+    errors.LabellingNotSet: 409,
+    errors.PredictionFailed: 502,
+    errors.TaskImageUnavailable: 422,
 }
 
 

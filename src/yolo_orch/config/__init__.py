@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from yolo_orch.config.cluster import RayCluster
+from yolo_orch.config.label_studio import LabelStudio
 from yolo_orch.config.serving import (
     RequestsAndConnections,
     Scope,
@@ -62,6 +63,7 @@ class Settings(
     ResultsRetentionDisk,
     LiveStreams,
     Webhooks,
+    LabelStudio,
     Telemetry,
     RayCluster,
     BaseSettings,

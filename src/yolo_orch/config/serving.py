@@ -15,6 +15,9 @@ class Scope(enum.StrEnum):
     """Submit, read and cancel jobs; read models and devices."""
     MODELS_WRITE = "models:write"
     """What `jobs` may, and moving and deleting model aliases (`name@alias`)."""
+    LABELLING = "labelling"
+    """Label Studio's: the ML backend under /ls/, reading managed datasets and syncing them
+    with Label Studio (push, pull), nothing else."""
     ADMIN = "admin"
     """Everything: also importing and deleting models and variants, and deleting jobs."""
 

@@ -27,6 +27,10 @@ from yolo_orch.errors.failures import ModelTampered as ModelTampered
 from yolo_orch.errors.failures import RunLost as RunLost
 from yolo_orch.errors.failures import SourceLost as SourceLost
 from yolo_orch.errors.failures import VariantTampered as VariantTampered
+from yolo_orch.errors.labelling import LabelConfigInvalid as LabelConfigInvalid
+from yolo_orch.errors.labelling import LabellingNotSet as LabellingNotSet
+from yolo_orch.errors.labelling import PredictionFailed as PredictionFailed
+from yolo_orch.errors.labelling import TaskImageUnavailable as TaskImageUnavailable
 from yolo_orch.setting_hints import named, set_setting
 
 

@@ -153,6 +153,24 @@ class ErrorCode(enum.StrEnum):
         "The managed dataset has no item with this id.",
     )
 
+    # The Label Studio backend (/ls/{dataset}/...).
+    LABEL_CONFIG_INVALID = (
+        "label_config_invalid",
+        "A Label Studio labelling config this server cannot read or has no control for.",
+    )
+    LABELLING_NOT_SET = (
+        "labelling_not_set",
+        "The managed dataset's `labelling` names no model to predict with or train from.",
+    )
+    PREDICTION_FAILED = (
+        "prediction_failed",
+        "The inference job of a Label Studio prediction failed or did not end in time.",
+    )
+    TASK_IMAGE_UNAVAILABLE = (
+        "task_image_unavailable",
+        "A task's image is no managed dataset item and could not be read from Label Studio.",
+    )
+
     # A submission or an import the server refuses (422).
     TOO_MANY_GPUS = "too_many_gpus", "The job asks for more GPUs than a host (or node) has lanes."
     NO_DATA_ROOTS = (
