@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -21,6 +22,8 @@ from tests.support.problems import assert_problem
 from yolo_orch.app import create_app
 from yolo_orch.config import Settings
 from yolo_orch.files.managed_datasets import ManagedDatasets
+from yolo_orch.labelling.ls_backend import LabelStudioBackend
+from yolo_orch.labelling.ls_images import LabelStudioImages
 
 LABELLING_TOKEN = "labelling-token-for-tests"
 JOBS_TOKEN = "jobs-token-for-tests"
@@ -117,7 +120,8 @@ async def test_health_and_setup_answer_the_model_version(
     )
     versions = await client.get("/ls/ds/versions", headers=AUTH)
 
-    assert health.status_code == 200 and health.json()["status"] == "UP"
+    assert health.status_code == 200
+    assert health.json()["status"] == "UP"
     assert setup.json() == {"model_version": "sim"}
     assert versions.json() == {"versions": ["sim"]}
 
@@ -155,17 +159,22 @@ async def test_predict_runs_one_job_for_the_tasks_it_can_read(
     assert response.status_code == 200, response.text
     body = response.json()
     results = body["results"]
-    assert len(results) == 3 and body["model_version"] == "sim"
+    assert len(results) == 3
+    assert body["model_version"] == "sim"
     # task-2: person and car; task-5: bicycle, car and dog (the simulated model's, by name)
     labels = [[item["value"]["rectanglelabels"][0] for item in each["result"]] for each in results]
     assert labels == [["person", "car"], [], ["bicycle", "car", "dog"]]
     first = results[0]["result"][0]
-    assert first["from_name"] == "label" and first["to_name"] == "image"
-    assert 0 <= first["value"]["x"] <= 100 and first["original_width"] == 640
-    assert results[0]["score"] is not None and results[1]["score"] is None
+    assert first["from_name"] == "label"
+    assert first["to_name"] == "image"
+    assert 0 <= first["value"]["x"] <= 100
+    assert first["original_width"] == 640
+    assert results[0]["score"] is not None
+    assert results[1]["score"] is None
     jobs = (await client.get("/v1/jobs", headers={"Authorization": f"Bearer {JOBS_TOKEN}"})).json()
     inference = [job for job in jobs["jobs"] if job["kind"] == "inference"]
-    assert len(inference) == 1 and inference[0]["inputs"] == ["task-2", "task-5"]
+    assert len(inference) == 1
+    assert inference[0]["inputs"] == ["task-2", "task-5"]
 
 
 def annotation_event(action: str, annotation_id: int, image: str, *labels: str) -> dict[str, Any]:
@@ -262,7 +271,8 @@ async def test_the_nth_annotation_starts_one_training_chain(
     again = await client.post("/ls/ds/webhook", json={"action": "START_TRAINING"}, headers=AUTH)
     assert again.json()["job"] == started
     train = await client.post("/ls/ds/train", json={}, headers=AUTH)
-    assert train.status_code == 201 and train.json() == {"job": started}
+    assert train.status_code == 201
+    assert train.json() == {"job": started}
     trainings = (await client.get("/v1/jobs?kind=training", headers=jobs_auth)).json()["jobs"]
     assert len(trainings) == 1
     cancel = await client.post(f"/v1/chains/{started}/cancel", headers=jobs_auth)
@@ -283,3 +293,61 @@ async def test_only_a_labelling_token_opens_ls_and_it_opens_nothing_else(
     assert_problem(await client.get("/v1/jobs", headers=bearer), 403, "forbidden")
     # Basic auth is Label Studio's, for /ls/ only.
     assert_problem(await client.get("/v1/jobs", headers=basic(JOBS_TOKEN)), 401, "unauthorized")
+
+
+def label_studio_images(served: list[str]) -> LabelStudioImages:
+    """A Label Studio serving its uploads (JPEGs) to a legacy token; `served` lists the paths."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        served.append(request.url.path)
+        return httpx.Response(200, content=jpeg(), headers={"content-type": "image/jpeg"})
+
+    return LabelStudioImages(
+        "http://ls:8080", "legacy", max_bytes=1 << 20, transport=httpx.MockTransport(answer)
+    )
+
+
+async def test_label_studios_own_images_are_read_from_it_and_become_items_once(
+    app: FastAPI, tmp_path: Path
+) -> None:
+    dataset(app)
+    services = app.state.services
+    served: list[str] = []
+    backend = LabelStudioBackend(
+        services.datasets,
+        services.jobs,
+        services.models,
+        label_studio_images(served),
+        scratch=tmp_path / "data" / "scratch",
+        predict_wait_s=10,
+        file_limiter=anyio.CapacityLimiter(2),
+    )
+    upload = "/data/upload/7/0a1b-street.jpg"
+
+    predicted = await backend.predict("ds", [task(2, upload)], CONFIG)
+
+    assert [item["value"]["rectanglelabels"][0] for item in predicted[0]["result"]] == [
+        "person",
+        "car",
+    ]
+    assert served == [upload]
+    assert list((tmp_path / "data" / "scratch").iterdir()) == []  # the read image is gone
+    store = datasets(app)
+    before = len(store.items("ds"))
+    created = annotation_event("ANNOTATION_CREATED", 9, upload, "car")
+    item = (await backend.webhook("ds", created))["items"][0]
+    assert len(store.items("ds")) == before + 1
+    assert store.item_labels("ds", item) == ["2 0.125000 0.450000 0.250000 0.500000"]
+    updated = annotation_event("ANNOTATION_UPDATED", 9, upload, "dog")
+    assert (await backend.webhook("ds", updated))["items"] == [item]  # the same item
+    assert len(store.items("ds")) == before + 1
+    assert store.item_labels("ds", item) == ["3 0.125000 0.450000 0.250000 0.500000"]
+
+
+async def test_an_image_it_cannot_read_fails_the_annotation_only(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    dataset(app)  # the app has no label_studio_url
+    event = annotation_event("ANNOTATION_CREATED", 3, "/data/upload/7/a.jpg", "car")
+    response = await client.post("/ls/ds/webhook", json=event, headers=AUTH)
+    assert_problem(response, 422, "task_image_unavailable")

@@ -32,7 +32,8 @@ def test_the_image_and_the_controls_that_label_it() -> None:
         ControlKind.KEYPOINTS,
     ]  # the Choices label another object: left out
     boxes = config.control(ControlKind.RECTANGLES)
-    assert boxes is not None and (boxes.name, boxes.to_name) == ("box", "img")
+    assert boxes is not None
+    assert (boxes.name, boxes.to_name) == ("box", "img")
     assert config.by_name("kp") is config.control(ControlKind.KEYPOINTS)
 
 

@@ -22,7 +22,7 @@ POINTS = (
     "<Label value='nose'/><Label value='left_eye'/><Label value='right_eye'/></KeyPointLabels>"
 )
 CHOICES = (
-    f"<Choices name='class' toName='image'><Choice value='car'/><Choice value='person'/></Choices>"
+    "<Choices name='class' toName='image'><Choice value='car'/><Choice value='person'/></Choices>"
 )
 
 
@@ -164,7 +164,8 @@ def test_pose_boxes_and_their_keypoints_and_back() -> None:
     made = prediction(found, "pose", cfg)
 
     kinds = [item["type"] for item in made.result]
-    assert kinds.count("rectanglelabels") == 2 and kinds.count("keypointlabels") == 4
+    assert kinds.count("rectanglelabels") == 2
+    assert kinds.count("keypointlabels") == 4
     box_ids = {item["id"] for item in made.result if item["type"] == "rectanglelabels"}
     parents = {item.get("parentID") for item in made.result if item["type"] == "keypointlabels"}
     assert parents == box_ids
