@@ -455,6 +455,7 @@ async def test_head_answers_every_get_route_like_get_without_a_body(
         "index": 0,
         "variant_id": "x",
         "item": "nope",
+        "dataset": "nope",
     }
     paths = [
         path.format(**values)
