@@ -31,6 +31,7 @@ from yolo_orch.api import datasets as datasets_api
 from yolo_orch.api import deliveries as deliveries_api
 from yolo_orch.api import events as events_api
 from yolo_orch.api import label_studio as label_studio_api
+from yolo_orch.api import label_studio_sync as label_studio_sync_api
 from yolo_orch.api import metrics as metrics_api
 from yolo_orch.api import streams as streams_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
@@ -57,6 +58,7 @@ from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.jobs.notifications import JobEvents, PublishingJobStore
 from yolo_orch.jobs.service import JobService
+from yolo_orch.labelling.ls_sync import LabelStudioSync
 from yolo_orch.ops.diskguard import DiskGuard, FreeSpace, statvfs_free
 from yolo_orch.ops.frame_feed import FrameFeed
 from yolo_orch.ops.lock import InstanceLock
@@ -144,6 +146,7 @@ def create_app(
     app.include_router(chains_api.router)
     app.include_router(datasets_api.router)
     app.include_router(label_studio_api.router)
+    app.include_router(label_studio_sync_api.router)
     # The last added runs first: HEAD becomes GET, then other sites' pages are answered
     # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and
     # pace, all before the app reads anything; event streams end when the server stops.
@@ -368,6 +371,12 @@ async def _start(
         frames=streams.feed,
         datasets=datasets,
         label_studio=label_studio_backend(settings, datasets, service, models, file_limiter),
+        label_studio_sync=LabelStudioSync(
+            datasets,
+            settings.label_studio_url,
+            settings.label_studio_token.get_secret_value(),
+            file_limiter=file_limiter,
+        ),
         metrics=metrics,
         telemetry=telemetry,
         jobs=service,

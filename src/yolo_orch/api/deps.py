@@ -21,6 +21,7 @@ from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.jobs.notifications import JobEvents
 from yolo_orch.jobs.service import JobService
 from yolo_orch.labelling.ls_backend import LabelStudioBackend
+from yolo_orch.labelling.ls_sync import LabelStudioSync
 from yolo_orch.ops.diskguard import DiskGuard
 from yolo_orch.ops.frame_feed import FrameFeed
 from yolo_orch.ops.retention import Retention
@@ -59,6 +60,8 @@ class Services:
     a worker thread (`file_limiter`)."""
     label_studio: LabelStudioBackend
     """Label Studio's ML backend (/ls/{dataset}/...)."""
+    label_studio_sync: LabelStudioSync
+    """Pushes to and pulls from Label Studio projects (/v1/datasets/{name}/push|pull)."""
     cluster: ClusterView | None = None
     """With `executor = "ray"`: the cluster's nodes and whether its head answers."""
     webhook_hosts: WebhookHosts = NO_WEBHOOK_HOSTS

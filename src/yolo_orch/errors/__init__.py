@@ -27,6 +27,13 @@ from yolo_orch.errors.failures import ModelTampered as ModelTampered
 from yolo_orch.errors.failures import RunLost as RunLost
 from yolo_orch.errors.failures import SourceLost as SourceLost
 from yolo_orch.errors.failures import VariantTampered as VariantTampered
+from yolo_orch.errors.label_studio_sync import LabelStudioFailed as LabelStudioFailed
+from yolo_orch.errors.label_studio_sync import (
+    LabelStudioNotConfigured as LabelStudioNotConfigured,
+)
+from yolo_orch.errors.label_studio_sync import (
+    LabelStudioProjectNotFound as LabelStudioProjectNotFound,
+)
 from yolo_orch.errors.labelling import LabelConfigInvalid as LabelConfigInvalid
 from yolo_orch.errors.labelling import LabellingNotSet as LabellingNotSet
 from yolo_orch.errors.labelling import PredictionFailed as PredictionFailed

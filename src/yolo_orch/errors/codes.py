@@ -171,6 +171,20 @@ class ErrorCode(enum.StrEnum):
         "A task's image is no managed dataset item and could not be read from Label Studio.",
     )
 
+    # A push to or a pull from a Label Studio project (/v1/datasets/{name}/push|pull).
+    LABEL_STUDIO_NOT_CONFIGURED = (
+        "label_studio_not_configured",
+        "The server has no `label_studio_url` and `label_studio_token` to sync with.",
+    )
+    LABEL_STUDIO_PROJECT_NOT_FOUND = (
+        "label_studio_project_not_found",
+        "Label Studio has no project of this id that the server's token can see.",
+    )
+    LABEL_STUDIO_FAILED = (
+        "label_studio_failed",
+        "Label Studio could not be reached, or refused or failed a request of a sync.",
+    )
+
     # A submission or an import the server refuses (422).
     TOO_MANY_GPUS = "too_many_gpus", "The job asks for more GPUs than a host (or node) has lanes."
     NO_DATA_ROOTS = (
