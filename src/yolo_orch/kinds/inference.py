@@ -59,6 +59,11 @@ async def _checked(
             "a stream (a local video is looped) with capture and max_frames",
             code=ErrorCode.INVALID_INPUT,
         )
+    if videos and "slice" in spec.params:
+        raise InvalidJob(
+            "params.slice cuts images into tiles, not a video's frames",
+            code=ErrorCode.INVALID_INPUT,
+        )
     if model is not None and videos:
         await checks.readable_videos(files)
     return spec
@@ -71,7 +76,10 @@ def _files(job: Job) -> list[ResolvedFile]:
 def _batch_key(job: Job) -> Hashable | None:
     if any(is_video(Path(file.path)) for file in _files(job)):
         return None  # a video's frames are batched within its own job
-    return (job.model_id or job.model, forward_pass_key(job.params))
+    # sliced jobs share passes only with jobs sliced the same way
+    sliced = job.params.get("slice")
+    slicing = tuple(sorted(sliced.items())) if isinstance(sliced, dict) else None
+    return (job.model_id or job.model, forward_pass_key(job.params), slicing)
 
 
 def _images(job: Job) -> int:

@@ -23,6 +23,7 @@ from yolo_orch.params.common import (
     SimulatedParams,
     StrictParams,
 )
+from yolo_orch.params.slicing import SLICE_TASKS, SliceParams, check_slice_task
 
 INFERENCE_TASKS = ("detect", "segment", "semantic", "depth", "classify", "pose", "obb")
 """The model tasks inference jobs run: every task of ultralytics 8.4 (`ultralytics.cfg.TASKS`)."""
@@ -220,6 +221,13 @@ class InferenceParams(ForwardPassParams):
         "labels, in a managed dataset (docs/capture.md); not a video's frames.",
         json_schema_extra=_tasks(*MANAGED_TASKS),
     )
+    slice: SliceParams | None = Field(
+        default=None,
+        description="Images: cut each image into overlapping tiles run at imgsz, and merge "
+        "their detections in full-image coordinates (small objects in large images; "
+        "docs/slicing.md).",
+        json_schema_extra=_tasks(*SLICE_TASKS),
+    )
 
     @model_validator(mode="after")
     def _check_video_params(self) -> InferenceParams:
@@ -268,6 +276,7 @@ def check_task(params: Mapping[str, object], task: str) -> None:
             f"{', '.join(f'params.{name}' for name in unused)} {verb} not apply to {task} models",
             code=ErrorCode.TASK_MISMATCH,
         )
+    check_slice_task(params, task)
 
 
 FORWARD_PASS_PARAMS = ("imgsz", "half", "format", "conf", "iou", "max_det", "classes")

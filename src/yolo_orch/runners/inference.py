@@ -64,6 +64,7 @@ from yolo_orch.runners.encode import Encoding, ImageOutput, counted, encode, sav
 from yolo_orch.runners.formats import lane_runtime
 from yolo_orch.runners.model_cache import ModelCache
 from yolo_orch.runners.predict import load_exported, load_model, predict_batch
+from yolo_orch.runners.slicing import sliced_predictions, too_many_slices
 from yolo_orch.runners.stream_hub import StreamHub, StreamHubs
 from yolo_orch.runners.video import has_videos, run_media
 
@@ -317,6 +318,9 @@ class YoloInferenceRunner:
         """Decode the jobs' images a chunk at a time; each chunk's images of one shape (from any
         of the jobs) go through one forward pass. Each job is checked for cancel between
         images, and stops alone."""
+        if params.slice is not None:
+            self._run_sliced(model, device, params, jobs)
+            return
         size = batch_size(params.imgsz)
         hubs, hub = self._stream_hubs, None
         if hubs is not None and jobs:
@@ -350,6 +354,28 @@ class YoloInferenceRunner:
                         job.add(index, image, result)
                         if all(job.stopped() for job, _ in live):
                             break
+
+    def _run_sliced(
+        self, model: YOLO, device: str, params: InferenceParams, jobs: list[_JobImages]
+    ) -> None:
+        """`params.slice`: each job's images a chunk at a time, the chunk's tiles sharing
+        forward passes (`slicing.sliced_predictions`)."""
+        assert params.slice is not None
+        for job in jobs:
+            for chunk in self._chunks(job, batch_size(params.imgsz)):
+                ready: list[tuple[int, Pixels]] = []
+                for index, image in chunk:
+                    refused = image if isinstance(image, str) else None
+                    if not isinstance(image, str):
+                        refused = too_many_slices(image, params.slice)
+                        if refused is None and not job.stopped():
+                            ready.append((index, image))
+                    if refused is not None:
+                        job.finished(index, {"source": job.sources[index].name, "error": refused})
+                found = sliced_predictions(model, device, params, ready, job.stopped)
+                with closing(found) as merged:
+                    for index, pixels, result in merged:
+                        job.add(index, pixels, result)
 
     @staticmethod
     def _with_streams(hub: StreamHub, live: list[tuple[_JobImages, Decoded]]) -> bool:
