@@ -98,9 +98,10 @@ async def health(dataset: Dataset, backend: Backend) -> Health:
     responses=problem_responses(404, 409, 422),
 )
 async def setup(dataset: Dataset, body: SetupRequest, backend: Backend) -> ModelVersion:
+    version = await backend.model_version(dataset)
     if body.schema_:
         parse_label_config(body.schema_)
-    return ModelVersion(model_version=await backend.model_version(dataset))
+    return ModelVersion(model_version=version)
 
 
 @router.get(

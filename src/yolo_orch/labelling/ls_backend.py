@@ -149,8 +149,8 @@ class LabelStudioBackend:
     ) -> list[dict[str, Any]]:
         """One prediction per task, in order (`{"result", "score", "model_version"}`); a task
         whose image cannot be read gets an empty one."""
+        info, settings = await self._info(name)  # an unknown dataset first: 404
         config = parse_label_config(label_config)
-        info, settings = await self._info(name)
         if settings.model is None:
             raise LabellingNotSet(name, "model")
         version, task = await self._model(settings.model)
@@ -247,6 +247,7 @@ class LabelStudioBackend:
         if action not in _STORED:
             return {"status": "ignored", "action": action}
         project = payload.get("project") or {}
+        await self.dataset(name)  # an unknown dataset first: 404
         config = parse_label_config(str(project.get("label_config", "")))
         annotations, tasks = payload.get("annotation"), payload.get("task")
         if action != "ANNOTATIONS_CREATED":
