@@ -308,6 +308,7 @@ app.add_typer(token_app, name="token", rich_help_panel="Server")
 class Scope(enum.StrEnum):
     jobs = "jobs"
     models_write = "models:write"
+    labelling = "labelling"
     admin = "admin"
 
 
