@@ -105,7 +105,8 @@ class CaptureWriter:
         try:
             self._queue.put(None, timeout=timeout_s)
         except queue.Full:
-            log.warning("dataset capture: the writer is stuck; %d images unwritten", QUEUE_SIZE)
+            unwritten = self._queue.qsize()
+            log.warning("dataset capture: the writer is stuck; %d images unwritten", unwritten)
         self._thread.join(timeout_s)
 
     def for_job(self, job: Job, params: CaptureParams) -> JobCapture:
