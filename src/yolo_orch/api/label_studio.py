@@ -22,8 +22,9 @@ router = APIRouter(prefix="/ls/{dataset}", tags=["label studio"], dependencies=[
 Dataset = Annotated[
     str, Path(description="The managed dataset the project labels.", pattern=DATASET_NAME_PATTERN)
 ]
-MAX_TASKS = 1000
-"""More than Label Studio sends at once (its batches are of 100 tasks at most)."""
+MAX_TASKS = 10_000
+"""The most inputs of one inference job. Label Studio's Retrieve predictions sends the tasks
+selected, all in one request."""
 
 
 class _LabelStudioBody(BaseModel):
