@@ -437,6 +437,7 @@ def build_runtime(
         data_roots=settings.job_read_roots,  # training reads the managed datasets too
         cpu_threads=settings.cpu_threads,
         max_image_pixels=settings.max_image_pixels,
+        max_slices_per_image=settings.max_slices_per_image,
         # On a cluster the nodes decode: the uploads travel to them as bytes.
         decode_ahead_bytes=0 if settings.executor == "ray" else settings.decode_ahead_mb << 20,
         streams=streams,

@@ -35,8 +35,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> ResolvedWeights:
     return ResolvedWeights(path, sha256_file(path))
 
 
-def _run(weights: ResolvedWeights, image: Path, workdir: Path, **params: Any) -> Any:
-    runner = YoloInferenceRunner(fixed_resolver({"model": weights}), data_roots=[image.parent])
+def _run(
+    weights: ResolvedWeights, image: Path, workdir: Path, max_slices: int = 256, **params: Any
+) -> Any:
+    runner = YoloInferenceRunner(
+        fixed_resolver({"model": weights}),
+        data_roots=[image.parent],
+        max_slices_per_image=max_slices,
+    )
     context = RecordingContext().context(workdir, [image], model="model", **params)
     return runner.run(context).detail["images"][0]
 
@@ -96,3 +102,20 @@ def test_segment_and_obb_entries_are_in_the_full_image(
         for x, y in points:  # the mask lies in its box, in the image's coordinates
             assert box["x1"] - 1 <= x <= box["x2"] + 1
             assert box["y1"] - 1 <= y <= box["y2"] + 1
+
+
+def test_an_image_of_more_slices_than_the_setting_is_an_error_entry(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    ensure_ultralytics(tmp_path_factory.getbasetemp())
+    path = build_task_checkpoint(tmp_path / "detect.pt", "detect", ("a", "b"))
+    weights = ResolvedWeights(path, sha256_file(path))
+    image = tmp_path / "wide.png"
+    cv2.imwrite(str(image), np.zeros((200, 330, 3), np.uint8))
+    slicing = {"size": 96, "overlap": 0.2, "merge": "nms", "iou": 0.5, "include_full": False}
+
+    entry = _run(weights, image, tmp_path / "run", max_slices=14, imgsz=96, slice=slicing)
+
+    assert entry["source"] == "wide.png"
+    assert "makes 15 slices" in entry["error"]  # 5 across, 3 down
+    assert "detections" not in entry

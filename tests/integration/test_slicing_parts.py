@@ -1,6 +1,7 @@
 """Sliced inference's own parts: the tiles of an image, the bound on them, merging detections of
 overlapping tiles (NMS, NMM), and shifting each tile's detections to the full image, with a
-model that finds white squares by their pixels."""
+model that finds white squares by their pixels. (Integration tier: merging and the results are
+ultralytics', which must be configured before its first import.)"""
 
 from __future__ import annotations
 
@@ -13,8 +14,14 @@ import torch
 
 from yolo_orch.errors import ErrorCode, InvalidJob
 from yolo_orch.params.inference import InferenceParams, check_task
-from yolo_orch.params.slicing import MAX_SLICES_PER_IMAGE, SliceParams
+from yolo_orch.params.slicing import SliceParams
 from yolo_orch.runners.slicing import merge_rows, sliced_predictions, tile_boxes, too_many_slices
+from yolo_orch.testing.yolo import ensure_ultralytics
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _offline_ultralytics(tmp_path_factory: pytest.TempPathFactory) -> None:
+    ensure_ultralytics(tmp_path_factory.getbasetemp())
 
 
 @pytest.mark.parametrize(
@@ -47,10 +54,12 @@ def test_a_small_image_is_one_tile_and_include_full_adds_the_whole_image_once() 
 
 def test_an_image_of_too_many_slices_is_refused() -> None:
     slicing = SliceParams(size=64, overlap=0.5)
-    assert too_many_slices(np.zeros((64, 64, 3), np.uint8), slicing) is None
-    refusal = too_many_slices(np.zeros((4000, 4000, 3), np.uint8), slicing)
+    assert too_many_slices(np.zeros((64, 64, 3), np.uint8), slicing, 1) is None
+    assert too_many_slices(np.zeros((96, 96, 3), np.uint8), slicing, 4) is None  # 2 x 2
+    refusal = too_many_slices(np.zeros((96, 96, 3), np.uint8), slicing, 3)
     assert refusal is not None
-    assert str(MAX_SLICES_PER_IMAGE) in refusal
+    assert "makes 4 slices" in refusal
+    assert "more than 3 (max_slices_per_image)" in refusal
 
 
 def test_slice_applies_to_detect_segment_obb_only_and_obb_merges_by_nms() -> None:

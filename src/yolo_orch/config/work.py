@@ -12,6 +12,7 @@ from yolo_orch.domain import JobKind
 from yolo_orch.files.class_names import DEFAULT_MAX_CLASS_NAMES, DEFAULT_MAX_CLASS_NAMES_BYTES
 from yolo_orch.files.images import DEFAULT_MAX_IMAGE_PIXELS
 from yolo_orch.files.resultfile import DEFAULT_INLINE_RESULT_BYTES, DEFAULT_MAX_RESULT_BYTES
+from yolo_orch.params.slicing import DEFAULT_MAX_SLICES_PER_IMAGE
 
 LaneKind = Literal["cpu", "cuda", "sim"]
 DEFAULT_BATCH_MAX_IMAGES: dict[LaneKind, int] = {"cpu": 8, "cuda": 32, "sim": 1}
@@ -151,6 +152,13 @@ class DataAndModelRoots(BaseModel):
         ge=1,
         description="Largest image (width x height), read from its header before decoding: an "
         "upload beyond it is refused (422 image_too_large), an input becomes an error entry.",
+    )
+    max_slices_per_image: int = Field(
+        default=DEFAULT_MAX_SLICES_PER_IMAGE,
+        ge=1,
+        le=100_000,
+        description="Tiles one image of an inference job with `params.slice` may be cut into "
+        "(docs/slicing.md): an image that would make more becomes an error entry.",
     )
     max_class_names: int = Field(
         default=DEFAULT_MAX_CLASS_NAMES,

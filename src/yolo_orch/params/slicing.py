@@ -16,9 +16,10 @@ SLICE_TASKS = ("detect", "segment", "obb")
 """Tasks whose detections can be shifted from a tile to the full image and merged."""
 
 SLICE_SIZE_MIN = 64
-MAX_SLICES_PER_IMAGE = 256
-"""Tiles (the whole image with `include_full` counts as one) one image may be cut into: an image
-beyond it becomes an error entry rather than thousands of forward passes."""
+DEFAULT_MAX_SLICES_PER_IMAGE = 256
+"""Tiles (the whole image with `include_full` counts as one) one image may be cut into, by
+default (the `max_slices_per_image` setting): an image beyond it becomes an error entry rather
+than thousands of forward passes."""
 
 
 class SliceParams(StrictParams):

@@ -15,6 +15,7 @@ from yolo_orch.domain import Job, JsonObject
 from yolo_orch.domain.specs import DatasetSpec, InferenceSpec, ResolvedFile
 from yolo_orch.errors import DatasetNotShared
 from yolo_orch.files.jobfiles import INPUTS_DIR
+from yolo_orch.params.slicing import DEFAULT_MAX_SLICES_PER_IMAGE
 from yolo_orch.ray_cluster.node_cache import NodeModelCache
 from yolo_orch.ray_cluster.registration import pending_model
 from yolo_orch.registry.resolutions import ResolvedVariant
@@ -36,6 +37,7 @@ class NodeRuntimeSpec:
     max_image_pixels: int
     shared_data_roots: tuple[str, ...]
     """Folders every node sees at the same path: the only place datasets are read from."""
+    max_slices_per_image: int = DEFAULT_MAX_SLICES_PER_IMAGE
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ def node_runtime(
         data_roots=[Path(root) for root in spec.shared_data_roots],
         cpu_threads=spec.cpu_threads,
         max_image_pixels=spec.max_image_pixels,
+        max_slices_per_image=spec.max_slices_per_image,
     )
 
 

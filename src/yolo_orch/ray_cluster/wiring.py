@@ -133,5 +133,6 @@ def node_runtime_spec(settings: Settings) -> NodeRuntimeSpec:
         model_cache_size=settings.model_cache_size,
         cpu_threads=settings.cpu_threads,
         max_image_pixels=settings.max_image_pixels,
+        max_slices_per_image=settings.max_slices_per_image,
         shared_data_roots=tuple(str(root) for root in settings.shared_data_roots),
     )

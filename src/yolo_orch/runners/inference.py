@@ -46,6 +46,7 @@ from yolo_orch.files import images
 from yolo_orch.files.jobfiles import INPUTS_DIR
 from yolo_orch.ops.logs import for_job
 from yolo_orch.params.inference import ForwardPassParams, InferenceParams, check_task
+from yolo_orch.params.slicing import DEFAULT_MAX_SLICES_PER_IMAGE
 from yolo_orch.params.stream import shared_pass_key
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.weights import ResolvedWeights
@@ -108,6 +109,7 @@ class YoloInferenceRunner:
         decoded_ahead: Callable[[Path], Pixels | str | None] = lambda path: None,
         stream_hubs: StreamHubs | None = None,
         capture: CaptureWriter | None = None,
+        max_slices_per_image: int = DEFAULT_MAX_SLICES_PER_IMAGE,
     ) -> None:
         """`data_roots`: every input is read only if it is still inside them (or inside the
         job's own uploaded inputs) where it is opened. `lane_runtime` says what a lane can
@@ -119,6 +121,7 @@ class YoloInferenceRunner:
         self._lane_runtimes: dict[str, LaneRuntime] = {}
         self._data_roots = list(data_roots)
         self._max_image_pixels = max_image_pixels
+        self._max_slices = max_slices_per_image
         self._decoded_ahead = decoded_ahead
         self._stream_hubs = stream_hubs
         """Where the lanes' streams run: a job of their model and params joins their passes."""
@@ -367,7 +370,7 @@ class YoloInferenceRunner:
                 for index, image in chunk:
                     refused = image if isinstance(image, str) else None
                     if not isinstance(image, str):
-                        refused = too_many_slices(image, params.slice)
+                        refused = too_many_slices(image, params.slice, self._max_slices)
                         if refused is None and not job.stopped():
                             ready.append((index, image))
                     if refused is not None:

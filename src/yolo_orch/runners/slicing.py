@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from yolo_orch.params.inference import InferenceParams
-from yolo_orch.params.slicing import MAX_SLICES_PER_IMAGE, SliceParams
+from yolo_orch.params.slicing import SliceParams
 from yolo_orch.runners.decode import batch_size
 from yolo_orch.runners.predict import predict_batch
 
@@ -54,15 +54,15 @@ def tile_boxes(width: int, height: int, slicing: SliceParams) -> list[Box]:
     return list(dict.fromkeys(tiles))
 
 
-def too_many_slices(image: Pixels, slicing: SliceParams) -> str | None:
-    """Why an image is not sliced: more tiles than `MAX_SLICES_PER_IMAGE`."""
+def too_many_slices(image: Pixels, slicing: SliceParams, limit: int) -> str | None:
+    """Why an image is not sliced: more tiles than `limit` (`max_slices_per_image`)."""
     height, width = image.shape[:2]
     count = slicing.count(width, height)
-    if count <= MAX_SLICES_PER_IMAGE:
+    if count <= limit:
         return None
     return (
         f"a {width}x{height} image makes {count} slices of {slicing.size} pixels, more than "
-        f"{MAX_SLICES_PER_IMAGE}: use a larger params.slice.size or less overlap"
+        f"{limit} (max_slices_per_image): use a larger params.slice.size or less overlap"
     )
 
 

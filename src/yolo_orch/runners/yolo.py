@@ -13,6 +13,7 @@ import anyio.from_thread
 from yolo_orch.domain import JobKind, JobResult, JsonObject
 from yolo_orch.domain.views import model_view, variant_view
 from yolo_orch.errors import ErrorCode, InvalidJobInput, VariantTampered
+from yolo_orch.params.slicing import DEFAULT_MAX_SLICES_PER_IMAGE
 from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.registry.resolutions import ResolvedVariant
 from yolo_orch.registry.weights import ModelTampered, ResolvedWeights
@@ -80,6 +81,7 @@ class UltralyticsRuntime:
         data_roots: Sequence[Path],
         cpu_threads: int | None,
         max_image_pixels: int,
+        max_slices_per_image: int = DEFAULT_MAX_SLICES_PER_IMAGE,
         decode_ahead_bytes: int = 0,
         streams: StreamOutputs | None = None,
         capture: CaptureWriter | None = None,
@@ -105,6 +107,7 @@ class UltralyticsRuntime:
             max_image_pixels=max_image_pixels,
             data_roots=data_roots,
             resolve_variants=models.resolve_variants,
+            max_slices_per_image=max_slices_per_image,
             decoded_ahead=self._ahead.take,
             stream_hubs=hubs,
             capture=capture,
