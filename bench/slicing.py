@@ -10,7 +10,9 @@ demo's shapes (15-28 pixels). Images: `--images` 2048x1536 images, each 16x12 un
 side by side (`large_shape_image`, about 3,500 shapes in 4 images), saved as PNG.
 
 Sides, all at conf 0.1, `max_det` 1000, the NMS/merge IoU 0.5 and the same `--threads` torch
-threads (the server's `cpu_threads`; `torch.set_num_threads` in this process for sahi):
+threads (the server's `cpu_threads`; `torch.set_num_threads` in this process for sahi; default:
+the cpu lane's, all cores but one; with other processes busy on a 2-core host, 2 threads ran the
+same passes 2-5x slower than 1):
 - server whole: one inference job of all the images at `--imgsz`, letterboxed whole.
 - server sliced: the same job with `slice: {size, overlap, merge: "nms", iou: 0.5}`.
 - sahi: `get_sliced_prediction` per image (sahi's `UltralyticsDetectionModel` on the same
@@ -41,6 +43,7 @@ import httpx
 
 from bench._server import running_server
 from bench.inference_overhead import server_job_seconds
+from yolo_orch.runners.inference import default_cpu_threads
 from yolo_orch.testing import wait_terminal
 from yolo_orch.testing.small_shapes import large_shape_image, recall, train_shape_detector
 from yolo_orch.testing.yolo import ensure_ultralytics
@@ -60,7 +63,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256, help="slice side in pixels")
     parser.add_argument("--overlap", type=float, default=0.2)
     parser.add_argument("--rounds", type=int, default=2, help="counted rounds, after a warm-up")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--threads", type=int, default=default_cpu_threads(), help="torch threads, both sides"
+    )
     parser.add_argument("--sahi-batch", type=int, default=16)
     args = parser.parse_args()
 
@@ -136,10 +141,8 @@ class Sahi:
     """sahi's own sliced prediction on the same `.pt`, in this process."""
 
     def __init__(self, weights: Path, args: argparse.Namespace) -> None:
-        import torch
         from sahi import AutoDetectionModel
 
-        torch.set_num_threads(args.threads)
         self.args = args
         self.model = AutoDetectionModel.from_pretrained(
             model_type="ultralytics",
@@ -152,8 +155,11 @@ class Sahi:
         self.images = [_rgb(path) for path in paths]
 
     def run(self, batch: int) -> tuple[float, list[list[Any]]]:
+        import torch
         from sahi.predict import get_sliced_prediction
 
+        # here, not once: loading a model through ultralytics sets the process's count back
+        torch.set_num_threads(self.args.threads)
         started = time.perf_counter()
         results = [
             get_sliced_prediction(
