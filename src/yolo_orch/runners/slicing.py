@@ -75,7 +75,8 @@ class _Found:
     rows: list[torch.Tensor] = field(default_factory=list)
     """Per tile: x1 y1 x2 y2 conf cls (boxes), or x y w h r conf cls (obb)."""
     masks: list[tuple[Box, torch.Tensor]] = field(default_factory=list)
-    """Per tile: where it is and its masks at its own size, one per row."""
+    """Per tile: where it is and its masks, one per row, as the model gave them (letterboxed at
+    imgsz): only the kept ones are scaled, to the tile, at merging."""
 
 
 def sliced_predictions(
@@ -106,9 +107,9 @@ def sliced_predictions(
         batch = tiles[start : start + size]
         crops = [(k, _crop(images[n][1], box)) for k, (n, box) in enumerate(batch)]
         with closing(predict_batch(model, crops, device, params)) as predictions:
-            for (k, crop), result in predictions:
+            for (k, _), result in predictions:
                 n, box = batch[k]
-                _collect(found[n], box, crop, result)
+                _collect(found[n], box, result)
         while ready < len(images) and found[ready].tiles_left == 0:
             index, image = images[ready]
             yield index, image, merged(found[ready], params, model.names)
@@ -123,10 +124,9 @@ def _crop(image: Pixels, box: Box) -> Pixels:
     return np.ascontiguousarray(image[y1:y2, x1:x2])
 
 
-def _collect(found: _Found, box: Box, crop: Pixels, result: Results) -> None:
+def _collect(found: _Found, box: Box, result: Results) -> None:
     """A tile's detections, moved by the tile's corner."""
     import torch
-    from ultralytics.utils import ops
 
     found.tiles_left -= 1
     x1, y1 = float(box[0]), float(box[1])
@@ -142,9 +142,7 @@ def _collect(found: _Found, box: Box, crop: Pixels, result: Results) -> None:
         return
     found.rows.append(rows)
     if result.masks is not None:
-        data = torch.as_tensor(result.masks.data).detach().float()
-        at_tile = ops.scale_masks(data[None], crop.shape[:2])[0] > 0.5
-        found.masks.append((box, at_tile.cpu()))
+        found.masks.append((box, torch.as_tensor(result.masks.data).detach().cpu() > 0.5))
 
 
 def merged(found: _Found, params: InferenceParams, names: dict[int, str]) -> Results:
@@ -201,8 +199,10 @@ def merge_rows(
 def _full_masks(
     found: _Found, groups: list[tuple[int, list[int]]], height: int, width: int
 ) -> torch.Tensor:
-    """Each kept detection's mask at the image's size: the union of its members' tile masks."""
+    """Each kept detection's mask at the image's size: the union of its members' masks, each
+    scaled to its tile (ultralytics' `scale_masks`: the letterbox's padding cut off)."""
     import torch
+    from ultralytics.utils import ops
 
     where: list[tuple[Box, torch.Tensor]] = []  # per row: its tile and its mask there
     for box, tile_masks in found.masks:
@@ -211,5 +211,6 @@ def _full_masks(
     for i, (_, members) in enumerate(groups):
         for member in members:
             (x1, y1, x2, y2), mask = where[member]
-            full[i, y1:y2, x1:x2] |= mask[: y2 - y1, : x2 - x1]
+            at_tile = ops.scale_masks(mask[None, None].float(), (y2 - y1, x2 - x1))[0, 0] > 0.5
+            full[i, y1:y2, x1:x2] |= at_tile
     return full
