@@ -13,7 +13,9 @@ import cv2
 import numpy as np
 import pytest
 
+from yolo_orch.domain import JobResult
 from yolo_orch.registry.weights import ResolvedWeights, sha256_file
+from yolo_orch.runners.base import BatchRecord
 from yolo_orch.runners.inference import YoloInferenceRunner
 from yolo_orch.testing.small_shapes import large_shape_image, recall, train_shape_detector
 from yolo_orch.testing.yolo import (
@@ -51,7 +53,7 @@ def test_sliced_finds_the_small_shapes_whole_image_inference_misses(
     trained: ResolvedWeights, tmp_path: Path
 ) -> None:
     image, truth = large_shape_image(tmp_path)  # 2048x1536
-    params = {"imgsz": IMGSZ, "max_det": 1000, "conf": 0.1}
+    params: dict[str, Any] = {"imgsz": IMGSZ, "max_det": 1000, "conf": 0.1}
     whole = _run(trained, image, tmp_path / "whole", **params)
     sliced = _run(trained, image, tmp_path / "sliced", slice=SLICED, save_annotated=True, **params)
 
@@ -119,3 +121,32 @@ def test_an_image_of_more_slices_than_the_setting_is_an_error_entry(
     assert entry["source"] == "wide.png"
     assert "makes 15 slices" in entry["error"]  # 5 across, 3 down
     assert "detections" not in entry
+
+
+def test_sliced_jobs_of_one_batch_share_the_passes_and_keep_their_entries(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from dataclasses import replace
+
+    ensure_ultralytics(tmp_path_factory.getbasetemp())
+    path = build_task_checkpoint(tmp_path / "detect.pt", "detect", ("a", "b"))
+    weights = ResolvedWeights(path, sha256_file(path))
+    wide, tall = tmp_path / "wide.png", tmp_path / "tall.png"
+    cv2.imwrite(str(wide), np.random.default_rng(0).integers(0, 255, (200, 330, 3), np.uint8))
+    cv2.imwrite(str(tall), np.random.default_rng(1).integers(0, 255, (300, 150, 3), np.uint8))
+    slicing = {"size": 96, "overlap": 0.2, "merge": "nms", "iou": 0.5, "include_full": False}
+    runner = YoloInferenceRunner(fixed_resolver({"model": weights}), data_roots=[tmp_path])
+
+    def context(job_id: str, image: Path) -> Any:
+        ctx = RecordingContext().context(
+            tmp_path / job_id, [image], model="model", imgsz=96, max_det=5, slice=slicing
+        )
+        return replace(ctx, job=replace(ctx.job, id=job_id))
+
+    alone = [runner.run(context(name, image)) for name, image in (("w", wide), ("t", tall))]
+    together = runner.run_batch([context("a", wide), context("b", tall)])
+
+    assert runner.batches == [BatchRecord(("a", "b"), 2)]
+    for one, both in zip(alone, together, strict=True):
+        assert isinstance(both, JobResult)
+        assert both.detail["images"] == one.detail["images"]

@@ -361,23 +361,37 @@ class YoloInferenceRunner:
     def _run_sliced(
         self, model: YOLO, device: str, params: InferenceParams, jobs: list[_JobImages]
     ) -> None:
-        """`params.slice`: each job's images a chunk at a time, the chunk's tiles sharing
-        forward passes (`slicing.sliced_predictions`)."""
+        """`params.slice`: a chunk of each job's images at a time, as `_run_passes` takes them;
+        the tiles of all those images share forward passes (`slicing.sliced_predictions`)."""
         assert params.slice is not None
-        for job in jobs:
-            for chunk in self._chunks(job, batch_size(params.imgsz)):
-                ready: list[tuple[int, Pixels]] = []
+        size = batch_size(params.imgsz)
+        pending = [(job, self._chunks(job, size)) for job in jobs]
+        while pending:
+            ready: list[tuple[_JobImages, Decoded]] = []
+            for job, chunks in list(pending):  # a chunk of each job until the pass is full
+                if len(ready) >= size:
+                    break
+                chunk = next(chunks, None)
+                if chunk is None:
+                    pending.remove((job, chunks))
+                    continue
                 for index, image in chunk:
                     refused = image if isinstance(image, str) else None
                     if not isinstance(image, str):
                         refused = too_many_slices(image, params.slice, self._max_slices)
                         if refused is None and not job.stopped():
-                            ready.append((index, image))
+                            ready.append((job, (index, image)))
                     if refused is not None:
                         job.finished(index, {"source": job.sources[index].name, "error": refused})
-                found = sliced_predictions(model, device, params, ready, job.stopped)
-                with closing(found) as merged:
-                    for index, pixels, result in merged:
+            if not ready:
+                continue
+            self._note_pass(ready)
+            images = [(n, image) for n, (_, (_, image)) in enumerate(ready)]
+            found = sliced_predictions(model, device, params, images, partial(_all_stopped, ready))
+            with closing(found) as merged:
+                for n, pixels, result in merged:
+                    job, (index, _) = ready[n]
+                    if not job.stopped():
                         job.add(index, pixels, result)
 
     @staticmethod
@@ -404,6 +418,10 @@ class YoloInferenceRunner:
 
 
 _JobInputs = tuple[InferenceParams, list[InputFile]]
+
+
+def _all_stopped(images: list[tuple[_JobImages, Decoded]]) -> bool:
+    return all(job.stopped() for job, _ in images)
 
 
 def _read_job(ctx: RunContext) -> _JobInputs | Exception:
