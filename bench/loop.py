@@ -165,6 +165,8 @@ def run(args: argparse.Namespace, root: Path, studio: LabelStudio) -> None:
     print(f"capture job {job['id']}: {ended['result']['capture']}")
     print(f"pushed {pushed['pushed']} tasks to project {project}")
     print(f"chain {chain_id}: {chain['state']}, promoted {chain['promoted']}")
+    for step in chain["steps"]:
+        print(f"  {step['kind']:<10} job {step['id']} {step['state']}, {seconds(step):.2f} s")
     for name, value in stages.items():
         print(f"{name:<10} {value:>8.2f} s")
     print(f"{'total':<10} {sum(stages.values()):>8.2f} s")
