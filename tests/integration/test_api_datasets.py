@@ -121,3 +121,34 @@ async def test_writes_need_models_write_and_reads_any_token(
         assert (await client.get("/v1/datasets/cars", headers=reader)).status_code == 200
         assert_problem(await client.delete("/v1/datasets/cars", headers=reader), 403, "forbidden")
         assert (await client.delete("/v1/datasets/cars", headers=writer)).status_code == 204
+
+
+async def test_an_items_image_opens_with_the_datasets_key_in_place_of_a_token(
+    tmp_path: Path, settings_factory: Callable[..., Settings]
+) -> None:
+    """What Label Studio's pages do: load a pushed task's image with no Authorization header."""
+    tokens = [{"sha256": hashlib.sha256(b"reader").hexdigest(), "scope": "jobs"}]
+    settings = settings_factory(data_roots=[tmp_path / "data"], tokens=tokens)
+    application = create_app(settings)
+    async with serve(application) as client:
+        datasets: ManagedDatasets = application.state.services.datasets
+        for name in ("cars", "bikes"):
+            datasets.create(name, "detect", ["car"])
+        item = datasets.add("cars", b"jpeg-0", ".jpg", [BOX], source="model")
+        key = datasets.image_key("cars")
+        assert datasets.image_key("cars") == key  # kept: the URLs already pushed stay valid
+        url = f"/v1/datasets/cars/items/{item}/image"
+
+        image = await client.get(url, params={"key": key})
+        assert (image.status_code, image.content) == (200, b"jpeg-0")
+        assert_problem(await client.get(url), 401, "unauthorized")
+        for wrong in ("", key[:-1], datasets.image_key("bikes")):
+            assert_problem(await client.get(url, params={"key": wrong}), 401, "unauthorized")
+        unknown = "/v1/datasets/nope/items/000000-abcdef/image"
+        assert_problem(await client.get(unknown, params={"key": key}), 401, "unauthorized")
+        # The key opens that route only, and the API never shows it.
+        assert_problem(
+            await client.get("/v1/datasets/cars", params={"key": key}), 401, "unauthorized"
+        )
+        shown = await client.get("/v1/datasets/cars", headers={"Authorization": "Bearer reader"})
+        assert key not in shown.text

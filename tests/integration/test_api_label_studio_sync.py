@@ -87,8 +87,9 @@ async def test_a_push_imports_each_item_with_its_url_on_this_server_and_its_pred
     assert response.status_code == 200, response.text
     assert response.json() == {"project": 7, "pushed": 1, "already": 0, "predictions": 1}
     (task,) = fake.imported
+    key = application.state.services.datasets.image_key("cars")
     assert task["data"] == {
-        "img": f"http://localhost/v1/datasets/cars/items/{item}/image",
+        "img": f"http://localhost/v1/datasets/cars/items/{item}/image?key={key}",
         "yolo_orch_dataset": "cars",
         "yolo_orch_item": item,
     }
@@ -115,8 +116,8 @@ async def test_the_public_url_setting_names_the_images(
         fake = FakeLabelStudio()
         with_label_studio(application, fake)
         assert (await client.post("/v1/datasets/cars/push", json={"project": 7})).status_code == 200
-    assert fake.imported[0]["data"]["img"] == (
-        f"https://orch.example/v1/datasets/cars/items/{item}/image"
+    assert fake.imported[0]["data"]["img"].startswith(
+        f"https://orch.example/v1/datasets/cars/items/{item}/image?key="
     )
 
 

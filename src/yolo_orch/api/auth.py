@@ -6,7 +6,9 @@ dashboard's page and files (`/`, `/ui`; it asks for a token and sends it to the 
 what the settings open (`/metrics` with `metrics_public`; `/docs`, `/redoc` and `/openapi.json`
 unless `docs_require_token`). The token is checked by `BearerAuth`, in front of the app, so that
 a request without a valid one is answered 401 before anything reads or parses its body; the
-routes then only check that the token's scope allows them (403)."""
+routes then only check that the token's scope allows them (403). One route takes a key of its
+own in place of a token: a managed dataset's item image with `?key=` (the URLs pushed to Label
+Studio, whose pages load images with no Authorization header); the route checks the key."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 from collections.abc import Sequence
 from typing import Annotated
+from urllib.parse import parse_qs
 
 from fastapi import Depends, Request
 from starlette.datastructures import Headers
@@ -36,6 +40,7 @@ _ACTOR = "token_actor"
 """Where it leaves who the token is (`actor`)."""
 ANONYMOUS = "anonymous"
 """Who a request is when the server has no tokens."""
+_ITEM_IMAGE = re.compile(r"/v1/datasets/[^/]+/items/[^/]+/image")
 LABELLING_PATHS = ("/ls/", "/v1/datasets")
 """Where a token of the `labelling` scope alone may go: Label Studio's ML backend, which may
 send it as the password of Basic auth (a Label Studio connection's only way), and the managed
@@ -95,6 +100,12 @@ def allowed_path(granted: frozenset[Scope], path: str) -> bool:
     return granted != {Scope.LABELLING} or path.startswith(LABELLING_PATHS)
 
 
+def _keyed_image(path: str, query: bytes) -> bool:
+    """A dataset item's image asked for with the dataset's image key (`?key=`), which its
+    route checks in place of a token."""
+    return _ITEM_IMAGE.fullmatch(path) is not None and "key" in parse_qs(query.decode("latin-1"))
+
+
 def _basic_password(credentials: str) -> str:
     try:
         decoded = base64.b64decode(credentials.strip(), validate=True).decode()
@@ -114,7 +125,7 @@ class BearerAuth:
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path = scope["path"].removeprefix(scope.get("root_path", ""))
-            if self._check.needs_token(path):
+            if self._check.needs_token(path) and not _keyed_image(path, scope["query_string"]):
                 try:
                     granted, actor = self._check.scopes(
                         Headers(scope=scope).get("authorization", ""),

@@ -12,6 +12,7 @@ from yolo_orch.domain.managed_datasets import (
     DATASET_NAME_MAX_LENGTH,
     DATASET_NAME_PATTERN,
     DATASET_REF_PREFIX,
+    IMAGE_KEY,
     DatasetInfo,
 )
 
@@ -88,7 +89,7 @@ class DatasetPublic(BaseModel):
                 for split, counts in info.splits.items()
             },
             sources=info.sources,
-            labelling=info.labelling,
+            labelling={key: value for key, value in info.labelling.items() if key != IMAGE_KEY},
             data=f"{DATASET_REF_PREFIX}{info.name}",
         )
 

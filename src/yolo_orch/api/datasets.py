@@ -10,7 +10,7 @@ from typing import Annotated
 
 import anyio
 import anyio.to_thread
-from fastapi import APIRouter, Path, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.responses import StreamingResponse
 
 from yolo_orch.api.auth import models_write_scope
@@ -24,6 +24,7 @@ from yolo_orch.domain.managed_datasets import (
     DATASET_NAME_PATTERN,
     ITEM_ID_PATTERN,
 )
+from yolo_orch.errors import Unauthorized
 from yolo_orch.files.managed_dataset_zip import zip_chunks
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -135,13 +136,29 @@ async def download_zip(name: NameInPath, services: ServicesDep) -> StreamingResp
     "/{name}/items/{item}/image",
     summary="An item's image",
     description="What Label Studio shows of a task pushed to it. 404 `dataset_item_not_found`. "
-    "`Range` requests are served (206, or 416 `range_not_satisfiable`).",
+    "`Range` requests are served (206, or 416 `range_not_satisfiable`). With `key` (the URLs "
+    "a push gives Label Studio carry it), no token is needed: a wrong key is 401 "
+    "`unauthorized`.",
     response_class=RangedFileResponse,
-    responses={**RANGE_RESPONSES, **problem_responses(404)},
+    responses={**RANGE_RESPONSES, **problem_responses(401, 404)},
 )
 async def get_item_image(
-    name: NameInPath, item: ItemInPath, services: ServicesDep
+    name: NameInPath,
+    item: ItemInPath,
+    services: ServicesDep,
+    key: Annotated[
+        str | None,
+        Query(
+            max_length=128,
+            description="The dataset's image key, in place of a token (a browser's `<img>`, "
+            "such as Label Studio's pages, sends none).",
+        ),
+    ] = None,
 ) -> RangedFileResponse:
+    if key is not None and not await anyio.to_thread.run_sync(
+        services.datasets.opens_images, name, key, limiter=services.file_limiter
+    ):
+        raise Unauthorized("the key does not open this dataset's images")
     path = await anyio.to_thread.run_sync(
         services.datasets.item_image, name, item, limiter=services.file_limiter
     )

@@ -13,6 +13,10 @@ DATASET_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 """A dataset's name: a slug, safe as a folder name, in a URL and after `dataset:`."""
 DATASET_NAME_MAX_LENGTH = 64
 DATASET_REF_PREFIX = "dataset:"
+IMAGE_KEY = "image_key"
+"""The `labelling` entry holding the key that opens a dataset's item images without a token
+(the URLs pushed to Label Studio carry it: its pages load them with no Authorization header).
+Never shown by the API."""
 """A training or validation job's `dataset` naming a managed dataset: `dataset:<name>`."""
 ITEM_ID_PATTERN = r"^[0-9]{6,12}-[0-9a-f]{6}$"
 """An item's id: its sequence number in the dataset, then 6 random hex digits."""

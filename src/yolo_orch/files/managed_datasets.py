@@ -17,6 +17,7 @@ memory and updated by every write through this class. Blocking: call it from a w
 from __future__ import annotations
 
 import builtins
+import hmac
 import json
 import secrets
 import shutil
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from yolo_orch.domain.managed_datasets import (
+    IMAGE_KEY,
     ITEM_SOURCES,
     MANAGED_TASKS,
     SPLITS,
@@ -73,6 +75,7 @@ from yolo_orch.files.managed_dataset_labels import (
 __all__ = ["ManagedDatasets"]
 MAX_KEYPOINTS = 1000
 _CLASS_FOLDER_CHARS = 100
+_IMAGE_KEY_BYTES = 32
 
 
 class ManagedDatasets:
@@ -235,12 +238,36 @@ class ManagedDatasets:
         """Merge `changes` into the manifest's `labelling` (a key set to None is removed)."""
         with self._lock:
             dataset = self._dataset(name)
-            labelling = {**dataset.info.labelling, **changes}
-            labelling = {key: value for key, value in labelling.items() if value is not None}
-            info = replace(dataset.info, labelling=_json_object(labelling))
-            write_atomic(dataset.folder / MANIFEST, manifest_bytes(info))
-            dataset.set_info(info)
+            self._write_labelling(dataset, changes)
             return dataset.counted()
+
+    def image_key(self, name: str) -> str:
+        """The key that opens the dataset's item images without a token (`?key=`), made on
+        first use and kept in its manifest."""
+        with self._lock:
+            dataset = self._dataset(name)
+            key = dataset.info.labelling.get(IMAGE_KEY)
+            if not isinstance(key, str) or len(key) < _IMAGE_KEY_BYTES:
+                key = secrets.token_urlsafe(_IMAGE_KEY_BYTES)
+                self._write_labelling(dataset, {IMAGE_KEY: key})
+            return key
+
+    def opens_images(self, name: str, key: str) -> bool:
+        """Whether `key` is the dataset's image key; False for a dataset that does not exist
+        (a wrong key learns nothing of which names do)."""
+        with self._lock:
+            try:
+                stored = self._dataset(name).info.labelling.get(IMAGE_KEY)
+            except DatasetNotFound:
+                return False
+        return isinstance(stored, str) and hmac.compare_digest(stored.encode(), key.encode())
+
+    def _write_labelling(self, dataset: StoredDataset, changes: Mapping[str, Any]) -> None:
+        labelling = {**dataset.info.labelling, **changes}
+        labelling = {key: value for key, value in labelling.items() if value is not None}
+        info = replace(dataset.info, labelling=_json_object(labelling))
+        write_atomic(dataset.folder / MANIFEST, manifest_bytes(info))
+        dataset.set_info(info)
 
     def _dataset(self, name: str) -> StoredDataset:
         """The dataset as kept in memory, read from disk on first use."""

@@ -1,7 +1,8 @@
 """Sync a managed dataset with a Label Studio project, both ways, over Label Studio's REST API:
 
 - push: the dataset's items (those a model labelled, or all) become tasks of the project, each
-  `image` the item's URL on this server (`<public url>/v1/datasets/{name}/items/{item}/image`),
+  `image` the item's URL on this server (`<public url>/v1/datasets/{name}/items/{item}/image`,
+  with `?key=`, the dataset's image key: Label Studio's pages load it with no token),
   with the stored labels as a prediction (`model_version`: the model that made them) or, for an
   item a person labelled, as an annotation. The task's data also names the dataset and item
   (`yolo_orch_dataset`, `yolo_orch_item`), which is how a pull finds the item again. Which items
@@ -21,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import anyio
 import httpx
@@ -107,12 +108,12 @@ class LabelStudioSync:
                 self._datasets.items, dataset, None if scope == "all" else scope
             )
             todo = [item for item in items if item.id not in pushed]
+            key = await self._in_thread(self._datasets.image_key, dataset)
+            images = _ImageUrls(public_url.rstrip("/"), info.name, key)
             predictions = 0
             for start in range(0, len(todo), TASKS_PER_IMPORT):
                 chunk = todo[start : start + TASKS_PER_IMPORT]
-                tasks = await self._in_thread(
-                    self._tasks, info, config, chunk, public_url.rstrip("/")
-                )
+                tasks = await self._in_thread(self._tasks, info, config, chunk, images)
                 await self._api.call("POST", f"/api/projects/{project}/import", json=tasks)
                 predictions += sum(1 for task in tasks if task.get("predictions"))
                 pushed.update(item.id for item in chunk)
@@ -139,12 +140,12 @@ class LabelStudioSync:
         return parse_label_config(str(found.get("label_config") or ""))
 
     def _tasks(
-        self, info: DatasetInfo, config: LabelConfig, items: Sequence[ItemInfo], public_url: str
+        self, info: DatasetInfo, config: LabelConfig, items: Sequence[ItemInfo], images: _ImageUrls
     ) -> list[dict[str, Any]]:
-        return [self._task(info, config, item, public_url) for item in items]
+        return [self._task(info, config, item, images) for item in items]
 
     def _task(
-        self, info: DatasetInfo, config: LabelConfig, item: ItemInfo, public_url: str
+        self, info: DatasetInfo, config: LabelConfig, item: ItemInfo, images: _ImageUrls
     ) -> dict[str, Any]:
         path = self._datasets.item_image(info.name, item.id)
         with Image.open(path) as image:
@@ -152,9 +153,12 @@ class LabelStudioSync:
         lines = self._datasets.item_labels(info.name, item.id)
         entry = entry_of_lines(info.task, lines, info.names, width, height)
         result = prediction(entry, info.task, config).result
-        url = f"{public_url}/v1/datasets/{quote(info.name)}/items/{quote(item.id)}/image"
         task: dict[str, Any] = {
-            "data": {config.image_key: url, DATASET_FIELD: info.name, ITEM_FIELD: item.id}
+            "data": {
+                config.image_key: images.of(item.id),
+                DATASET_FIELD: info.name,
+                ITEM_FIELD: item.id,
+            }
         }
         if result and item.source == "annotation":
             task["annotations"] = [{"result": _unscored(result)}]
@@ -207,6 +211,20 @@ class LabelStudioSync:
                 ) from None
             updated += 1
         return PullCounts(annotated, updated, unchanged, missing, other)
+
+
+@dataclass(frozen=True)
+class _ImageUrls:
+    """Where Label Studio's pages load a dataset's item images: this server's route, with the
+    dataset's image key (a browser's `<img>` sends no token)."""
+
+    public_url: str
+    dataset: str
+    key: str
+
+    def of(self, item: str) -> str:
+        path = f"/v1/datasets/{quote(self.dataset)}/items/{quote(item)}/image"
+        return f"{self.public_url}{path}?{urlencode({'key': self.key})}"
 
 
 def _pushed(info: DatasetInfo, project: int) -> list[str]:
