@@ -50,6 +50,7 @@ from yolo_orch.dispatch.executor import Executor, ThreadExecutor
 from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.dispatch.model_refs import ModelRefs
 from yolo_orch.dispatch.run_limits import RunLimits
+from yolo_orch.domain import JobKind
 from yolo_orch.domain.streams import AllowedHosts
 from yolo_orch.files.class_names import ClassNameLimits
 from yolo_orch.files.images import limit_decoders
@@ -58,6 +59,7 @@ from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.jobs.notifications import JobEvents, PublishingJobStore
 from yolo_orch.jobs.service import JobService
+from yolo_orch.jobs.tune import Tunes
 from yolo_orch.labelling.ls_sync import LabelStudioSync
 from yolo_orch.ops.diskguard import DiskGuard, FreeSpace, statvfs_free
 from yolo_orch.ops.frame_feed import FrameFeed
@@ -258,6 +260,7 @@ async def _start(
     if telemetry is not None:
         stack.callback(telemetry.close)
     metrics = Metrics(store, lanes, runtime, telemetry)
+    tunes = Tunes(store, files, lane_count=lambda: len(lanes))
     dispatcher = Dispatcher(
         store,
         lanes,
@@ -274,7 +277,10 @@ async def _start(
         priority_aging_per_minute=settings.priority_aging_per_minute,
         shown_paths=server_paths(settings),
         model_refs=ModelRefs(store, functools.partial(_model_id, models)),
-        head_runner=Promotions(store, models.aliases).run,
+        head_runners={
+            JobKind.PROMOTE: Promotions(store, models.aliases).run,
+            JobKind.TUNE: tunes.run,
+        },
     )
     store.on_released = dispatcher.wake  # jobs that waited for others may start now
     service = JobService(
@@ -306,6 +312,7 @@ async def _start(
         stream_fps=max((lane.stream_fps for lane in lanes if lane.stream_slots), default=0.0),
         datasets=datasets,
     )
+    tunes.attach(service)  # a tune's trials are submitted and cancelled as clients' are
     await dispatcher.recover()
     if cluster is not None:
         cluster.watcher.on_change = dispatcher.wake

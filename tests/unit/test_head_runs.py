@@ -37,7 +37,7 @@ async def test_an_outcome_whose_write_fails_is_written_again() -> None:
         return JobResult(summary={"promoted": True})
 
     ended = asyncio.Event()
-    runs = HeadRuns(store, promote)
+    runs = HeadRuns(store, {JobKind.PROMOTE: promote})
     runs.start(job, ModelRefs(store, no_models), ended.set)
     await asyncio.wait_for(ended.wait(), timeout=30)
 

@@ -46,6 +46,11 @@ STORED: dict[JobKind, dict[str, Any]] = {
         "baseline": "v-2",
         "params": {"gate": {"metric": "mAP50-95", "min": 0.5, "not_worse": True}},
     },
+    JobKind.TUNE: {
+        "dataset": "coco8/data.yaml",
+        "dataset_path": "/data/coco8/data.yaml",
+        "params": {"space": {"lr0": {"low": 0.001, "high": 0.1, "log": True}}, "trials": 8},
+    },
 }
 
 

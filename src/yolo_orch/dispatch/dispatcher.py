@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from yolo_orch.dispatch.batching import (
     BatchPolicy,
@@ -17,7 +17,7 @@ from yolo_orch.dispatch.batching import (
 )
 from yolo_orch.dispatch.claims import Claims
 from yolo_orch.dispatch.executor import Executor
-from yolo_orch.dispatch.head_runs import HeadRunner, HeadRuns, no_head_runner
+from yolo_orch.dispatch.head_runs import HeadRunner, HeadRuns
 from yolo_orch.dispatch.lanes import Lane, Lanes
 from yolo_orch.dispatch.model_refs import ModelRefs, no_models
 from yolo_orch.dispatch.queue_head import QueueHead
@@ -33,7 +33,7 @@ from yolo_orch.dispatch.runs import (
     run_context,
 )
 from yolo_orch.dispatch.watchdog import Watchdog
-from yolo_orch.domain import Job, JobError, Outcome, Progress, QueueOrder, claimed
+from yolo_orch.domain import Job, JobError, JobKind, Outcome, Progress, QueueOrder, claimed
 from yolo_orch.errors import ErrorCode, RunLost
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.shown_paths import ShownPaths
@@ -65,12 +65,13 @@ class Dispatcher:
         on_batch: OnBatch | None = None,
         shown_paths: ShownPaths | None = None,
         model_refs: ModelRefs | None = None,
-        head_runner: HeadRunner | None = None,
+        head_runners: Mapping[JobKind, HeadRunner] | None = None,
     ) -> None:
         """`shown_paths`: how a failed run's error names the server's files (`server_paths`);
         without it, each absolute path as its last part. `model_refs`: resolves the models
         jobs name by alias or by producing job, at their start (without it, such jobs fail).
-        `head_runner`: runs the kinds that run on the server (`Kind.on_head`)."""
+        `head_runners`: by kind, the runners of the kinds that run on the server
+        (`Kind.on_head`)."""
         self._store = store
         self._lanes = lanes
         self._executor = executor
@@ -102,7 +103,7 @@ class Dispatcher:
         systemd restart it) for CUDA to work again."""
         self._watchdog = Watchdog(store, self._limits, self._runs, self.wake)
         self._model_refs = model_refs or ModelRefs(store, no_models)
-        self._head_runs = HeadRuns(store, head_runner or no_head_runner)
+        self._head_runs = HeadRuns(store, head_runners or {})
 
     @property
     def wedged(self) -> asyncio.Event:

@@ -1,18 +1,21 @@
-"""Jobs that run on the server itself (`Kind.on_head`: a chain's promotion): no lane, no worker
-thread, a few reads and one write. Claimed, run and recorded like any job, so their records,
-events, recovery and webhooks are the same."""
+"""Jobs that run on the server itself (`Kind.on_head`: a chain's promotion, a tune): no lane, no
+worker thread. Claimed, run and recorded like any job, so their records, events, recovery and
+webhooks are the same. A promotion is a few reads and one write; a tune supervises its trials
+for as long as they run (`Kind.resumes`): a drain stops it at once and leaves it running, for
+the next start to resume."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from yolo_orch.dispatch.model_refs import ModelRefs
 from yolo_orch.dispatch.run_records import record_outcome
-from yolo_orch.domain import Job, JobError, JobResult, JobState, Outcome
-from yolo_orch.errors import ErrorCode, InvalidJobInput, YoloOrchError
+from yolo_orch.domain import Job, JobError, JobKind, JobResult, JobState, Outcome
+from yolo_orch.errors import ErrorCode, InvalidJobInput, JobCancelled, YoloOrchError
+from yolo_orch.kinds import KINDS
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.ops.logs import for_job
 from yolo_orch.store.base import JobStore
@@ -20,7 +23,8 @@ from yolo_orch.store.base import JobStore
 log = logging.getLogger(__name__)
 
 HeadRunner = Callable[[Job], Awaitable[JobResult]]
-"""Runs one on-head job (claimed) to its result; raises a `YoloOrchError` to fail it."""
+"""Runs one on-head job (claimed) to its result; raises a `YoloOrchError` to fail it, and
+`JobCancelled` once it stopped because its cancel was asked."""
 
 
 async def no_head_runner(job: Job) -> JobResult:
@@ -28,10 +32,12 @@ async def no_head_runner(job: Job) -> JobResult:
 
 
 class HeadRuns:
-    def __init__(self, store: JobStore, runner: HeadRunner) -> None:
+    def __init__(self, store: JobStore, runners: Mapping[JobKind, HeadRunner]) -> None:
+        """`runners`: by kind; a kind without one fails."""
         self._store = store
-        self._runner = runner
+        self._runners = runners
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._resuming: set[str] = set()
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self._tasks
@@ -41,7 +47,13 @@ class HeadRuns:
         start); `on_end` once it is recorded."""
         task = asyncio.create_task(self._run(job, refs, on_end), name=f"job {job.id} (on head)")
         self._tasks[job.id] = task
-        task.add_done_callback(lambda _: self._tasks.pop(job.id, None))
+        if KINDS[job.kind].resumes:
+            self._resuming.add(job.id)
+        task.add_done_callback(lambda _: self._forget(job.id))
+
+    def _forget(self, job_id: str) -> None:
+        self._tasks.pop(job_id, None)
+        self._resuming.discard(job_id)
 
     async def _run(self, job: Job, refs: ModelRefs, on_end: Callable[[], None]) -> None:
         try:
@@ -63,7 +75,9 @@ class HeadRuns:
 
     async def _outcome(self, job: Job) -> Outcome:
         try:
-            result = await self._runner(job)
+            result = await self._runners.get(job.kind, no_head_runner)(job)
+        except JobCancelled:
+            return Outcome(JobState.CANCELLED)
         except YoloOrchError as exc:
             return Outcome(JobState.FAILED, JobError(exc.code, exc.message))
         except Exception as exc:
@@ -73,6 +87,10 @@ class HeadRuns:
         return Outcome(JobState.SUCCEEDED, result=result.summary, kept_result=kept)
 
     async def stop(self) -> None:
-        """Wait for the runs under way: each is a few reads and writes."""
+        """Wait for the runs under way that are a few reads and writes; stop those that
+        supervise others (`Kind.resumes`), which stay running for the next start."""
+        for job_id, task in self._tasks.items():
+            if job_id in self._resuming:
+                task.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks.values()))

@@ -16,6 +16,7 @@ from yolo_orch.domain import Job, JobState
 from yolo_orch.errors import JobNotFound
 from yolo_orch.files.jobfiles import JobFiles
 from yolo_orch.files.start_journal import Started
+from yolo_orch.kinds import KINDS
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.base import JobStore
 
@@ -45,9 +46,10 @@ async def settle_left_running(
     on_lanes = [job for job in running if job.devices and set(job.devices) <= by_id.keys()]
     # Asked even with none: an executor on a cluster lets go of what an earlier server left.
     survivors = await executor.surviving(on_lanes)
-    # A stream never ends by itself: whatever stopped the server, resuming it is no new attempt.
-    streams = {job.id for job in running if is_stream(job)}
-    resumed = frozenset(drained) | streams
+    # A stream never ends by itself, and a tune supervises its trials from what the store holds:
+    # whatever stopped the server, resuming either is no new attempt.
+    resuming = {job.id for job in running if is_stream(job) or KINDS[job.kind].resumes}
+    resumed = frozenset(drained) | resuming
     changed = await store.recover(utcnow(), resumed, frozenset(survivors))
     for job in changed:
         log.warning("recovered job %s after a stop: now %s", job.id, job.state)

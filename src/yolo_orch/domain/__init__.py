@@ -21,6 +21,7 @@ from yolo_orch.domain.specs import (
     SpecBase,
     StreamSpec,
     TrainingSpec,
+    TuneSpec,
     ValidationSpec,
 )
 from yolo_orch.domain.webhooks import WebhookTarget
@@ -39,6 +40,7 @@ class JobKind(enum.StrEnum):
     EXPORT = "export"
     STREAM = "stream"
     PROMOTE = "promote"
+    TUNE = "tune"
 
 
 SPEC_TYPES: Mapping[JobKind, type[JobSpec]] = {
@@ -48,6 +50,7 @@ SPEC_TYPES: Mapping[JobKind, type[JobSpec]] = {
     JobKind.EXPORT: ExportSpec,
     JobKind.STREAM: StreamSpec,
     JobKind.PROMOTE: PromoteSpec,
+    JobKind.TUNE: TuneSpec,
 }
 """The spec of each kind (`domain.specs`): a stored row's JSON object is read with it."""
 

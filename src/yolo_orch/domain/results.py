@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from yolo_orch.domain.stream_results import StreamResultDetail
+from yolo_orch.domain.tune_results import TuneResultDetail
 
 
 class _Shape(BaseModel):
@@ -426,8 +427,9 @@ class JobResultDetail(
         | ExportResultDetail
         | StreamResultDetail
         | PromoteResultDetail
+        | TuneResultDetail
     ]
 ):
     """By the job's kind: inference, per image, the model task's result; validation, the task's
     metrics; training, the produced model and its epochs; export, the variant made; stream,
-    its counters and counts."""
+    its counters and counts; tune, its trials and the best."""

@@ -118,4 +118,11 @@ class PromoteSpec(SpecBase):
         return {"alias": self.alias}
 
 
-JobSpec = InferenceSpec | TrainingSpec | ValidationSpec | ExportSpec | StreamSpec | PromoteSpec
+class TuneSpec(DatasetSpec):
+    """A search over training params: each trial a training job of its own on `dataset`
+    (`params`: the search, `yolo_orch.params.tune`)."""
+
+
+JobSpec = (
+    InferenceSpec | TrainingSpec | ValidationSpec | ExportSpec | StreamSpec | PromoteSpec | TuneSpec
+)

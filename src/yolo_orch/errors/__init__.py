@@ -24,6 +24,7 @@ from yolo_orch.errors.failures import InvalidJobInput as InvalidJobInput
 from yolo_orch.errors.failures import InvalidWeights as InvalidWeights
 from yolo_orch.errors.failures import JobCancelled as JobCancelled
 from yolo_orch.errors.failures import ModelTampered as ModelTampered
+from yolo_orch.errors.failures import NoTrialCompleted as NoTrialCompleted
 from yolo_orch.errors.failures import RunLost as RunLost
 from yolo_orch.errors.failures import SourceLost as SourceLost
 from yolo_orch.errors.failures import VariantTampered as VariantTampered

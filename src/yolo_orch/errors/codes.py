@@ -314,6 +314,10 @@ class ErrorCode(enum.StrEnum):
         "A stream's source could not be read again within its `reconnect_give_up_s`.",
     )
     INTERRUPTED = "interrupted", "The server stopped during each of the job's attempts."
+    NO_TRIAL_COMPLETED = (
+        "no_trial_completed",
+        "Every trial of a tune failed, was pruned or was cancelled: it found no params.",
+    )
     TIMEOUT = (
         "timeout",
         "The job ran past its `params.timeout_s` (or its kind's default) and was cancelled.",

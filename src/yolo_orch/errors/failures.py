@@ -90,3 +90,9 @@ class VariantTampered(ModelTampered):
         self.message = f"variant {variant_id}: {cause.message}"
         self.args = (self.message,)
         self.variant_id = variant_id
+
+
+class NoTrialCompleted(YoloOrchError):
+    """Raised by a tune none of whose trials completed with a score."""
+
+    code = ErrorCode.NO_TRIAL_COMPLETED

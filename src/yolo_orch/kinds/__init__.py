@@ -19,10 +19,11 @@ from yolo_orch.kinds.inference import INFERENCE
 from yolo_orch.kinds.promote import PROMOTE
 from yolo_orch.kinds.stream import STREAM
 from yolo_orch.kinds.training import TRAINING
+from yolo_orch.kinds.tune import TUNE
 from yolo_orch.kinds.validation import VALIDATION
 
 KINDS: Mapping[JobKind, Kind] = {
-    kind.name: kind for kind in (INFERENCE, TRAINING, VALIDATION, EXPORT, STREAM, PROMOTE)
+    kind.name: kind for kind in (INFERENCE, TRAINING, VALIDATION, EXPORT, STREAM, PROMOTE, TUNE)
 }
 """Every kind, by name, in the order the API documents them."""
 

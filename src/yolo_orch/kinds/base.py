@@ -169,3 +169,7 @@ class Kind:
     on_head: bool = False
     """Runs on the server itself, between jobs, taking no lane (a chain's promotion): the
     dispatcher runs it (`dispatch/head_runs.py`); the runtimes have no runner for it."""
+    resumes: bool = False
+    """An on-head job that supervises others (a tune's trials) for as long as they run: a
+    restart of the server is not one of its attempts (it resumes from what the store holds),
+    and a drain stops it at once, leaving it running for the next start."""

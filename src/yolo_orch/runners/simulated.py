@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import random
 import threading
@@ -140,7 +141,7 @@ class SimulatedRunner:
             for index, ctx in enumerate(ctxs):
                 if outcomes[index] is None and step <= steps[index]:
                     if SIMULATED_KINDS[ctx.job.kind].epochs:  # a step is one: its metrics
-                        history = json.dumps(_history(step)).encode()
+                        history = json.dumps(_history(step, ctx.job.params)).encode()
                         write_atomic(ctx.workdir / METRICS_FILE, history, durable=False)
                     ctx.report_progress(Progress(step, steps[index], "steps"))
             if step * 2 >= max(steps):
@@ -242,30 +243,46 @@ def _fake_detections(source: str) -> JsonObject:
 
 def _training_result(ctx: RunContext) -> JobResult:
     epochs = int(ctx.job.params.get("sim_steps", 5))
-    metrics = _fake_metrics(ctx.job.id)
+    history = _history(epochs, ctx.job.params)
+    metrics = {name: history[-1][name] for name in _SCORES}  # the last epoch's, as real ones
     return JobResult(
         summary={"epochs": epochs, "metrics": metrics, "model_id": None},
         detail={
             "model": None,
             "epochs": epochs,
             "metrics": metrics,
-            "history": _history(epochs),
+            "history": history,
             "artifacts": [],
         },
     )
 
 
-def _history(epochs: int) -> list[JsonObject]:
-    """Falling losses and rising scores, one entry per epoch, in the shape real training writes."""
+_SCORES = ("precision", "recall", "mAP50", "mAP50-95")
+SIM_BEST_LR0 = 0.02
+"""The learning rate a simulated training scores best at: a tune has something to find."""
+
+
+def _fit(params: JsonObject) -> float:
+    """How well a simulated training's params suit it, in (0, 1]: 1 at `SIM_BEST_LR0`, falling
+    on a log scale away from it (0.78 at the default 0.01, 0.08 at 0.001)."""
+    lr0 = float(params.get("lr0", 0.01))
+    return math.exp(-((math.log10(lr0 / SIM_BEST_LR0) / 0.6) ** 2))
+
+
+def _history(epochs: int, params: JsonObject) -> list[JsonObject]:
+    """Falling losses and rising scores, one entry per epoch, in the shape real training writes;
+    the scores scaled by how well the params suit it (`_fit`), so that a search can tell good
+    params from bad ones epoch by epoch."""
+    scale = 0.5 + 0.5 * _fit(params)
     return [
         {
             "epoch": epoch,
             "train_loss": _losses(3.0 / (1 + 0.5 * epoch)),
             "val_loss": _losses(3.2 / (1 + 0.4 * epoch)),
-            "precision": round(0.9 - 0.6 / epoch, 4),
-            "recall": round(0.85 - 0.6 / epoch, 4),
-            "mAP50": round(0.8 - 0.6 / epoch, 4),
-            "mAP50-95": round(0.55 - 0.45 / epoch, 4),
+            "precision": round((0.9 - 0.6 / epoch) * scale, 4),
+            "recall": round((0.85 - 0.6 / epoch) * scale, 4),
+            "mAP50": round((0.8 - 0.6 / epoch) * scale, 4),
+            "mAP50-95": round((0.55 - 0.45 / epoch) * scale, 4),
         }
         for epoch in range(1, epochs + 1)
     ]

@@ -139,9 +139,10 @@ class UltralyticsRuntime:
         return self._models.watched(self._runners[kind])
 
     def provides(self, model: str, kind: JobKind) -> bool:
-        """Training may start from a shipped architecture (`yolo11n.yaml`); every other model
-        comes from the registry."""
-        return kind is JobKind.TRAINING and self.model_task(model) is not None
+        """Training, and a tune's trainings, may start from a shipped architecture
+        (`yolo11n.yaml`); every other model comes from the registry."""
+        trains = kind in (JobKind.TRAINING, JobKind.TUNE)
+        return trains and self.model_task(model) is not None
 
     def model_task(self, model: str) -> str | None:
         """The task of a shipped architecture's head; None for anything else."""
