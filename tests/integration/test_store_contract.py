@@ -204,6 +204,33 @@ async def test_list_jobs_newest_first_with_filters_and_cursor(store: JobStore) -
     assert [job.id for job in once.jobs] == [jobs[9].id, jobs[6].id]
 
 
+async def test_list_jobs_by_id_prefix_and_by_model(store: JobStore) -> None:
+    jobs = [await add(store, model="yolo11n" if i % 2 else "detector@production") for i in range(6)]
+    started = await store.claim(jobs[4].id, ("sim:0",), T0)
+    assert started is not None
+
+    for job in jobs:
+        found = await store.list_jobs(JobFilter(id_prefix=job.id[:8]), limit=10, before_seq=None)
+        assert [each.id for each in found.jobs] == [job.id]
+    by_model = await store.list_jobs(
+        JobFilter(model="detector@production"), limit=2, before_seq=None
+    )
+    assert [job.id for job in by_model.jobs] == [jobs[4].id, jobs[2].id]
+    older = await store.list_jobs(
+        JobFilter(model="detector@production"), limit=2, before_seq=by_model.next_cursor
+    )
+    assert [job.id for job in older.jobs] == [jobs[0].id]
+    assert older.next_cursor is None
+    queued_of_model = JobFilter(states=(JobState.QUEUED,), model="detector@production")
+    page = await store.list_jobs(queued_of_model, limit=10, before_seq=None)
+    assert [job.id for job in page.jobs] == [jobs[2].id, jobs[0].id]
+    assert all(queued_of_model.matches(job) for job in page.jobs)
+    assert not queued_of_model.matches(started)
+    assert not queued_of_model.matches(jobs[1])
+    nothing = await store.list_jobs(JobFilter(model="yolo11"), limit=10, before_seq=None)
+    assert nothing.jobs == []  # the name exactly, not a part of it
+
+
 async def test_next_queued_by_priority_then_submission_order(store: JobStore) -> None:
     jobs = [await add(store, priority=priority) for priority in (0, 5, 0, 5, 1, 9)]
     await store.claim(jobs[5].id, ("sim:0",), T0)

@@ -45,6 +45,24 @@ async def list_jobs(
         str | None,
         Query(max_length=64, description="Only the jobs of this chain (its training's id)."),
     ] = None,
+    id_prefix: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=64,
+            pattern=r"^[A-Za-z0-9_-]+$",
+            description="Only the jobs whose id starts with this (the short id shown).",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=512,
+            description="Only the jobs that name this model, exactly as they named it "
+            "(`yolo11n.pt`, `detector@production`).",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[
         str | None,
@@ -57,7 +75,13 @@ async def list_jobs(
     ] = None,
 ) -> JobList:
     page = await jobs.list_jobs(
-        JobFilter(states=tuple(state or ()), kinds=tuple(kind or ()), chain_id=chain),
+        JobFilter(
+            states=tuple(state or ()),
+            kinds=tuple(kind or ()),
+            chain_id=chain,
+            id_prefix=id_prefix,
+            model=model,
+        ),
         limit=limit,
         before_seq=_decode_cursor(cursor),
     )

@@ -327,6 +327,22 @@ class JobFilter:
     kinds: tuple[JobKind, ...] = ()
     chain_id: str | None = None
     """Only the jobs of this chain (its first job's id), that job included."""
+    id_prefix: str | None = None
+    """Only the jobs whose id starts with this (the 8 characters the dashboard shows, say)."""
+    model: str | None = None
+    """Only the jobs that name this model, exactly as they named it (`yolo11n.pt`,
+    `detector@production`)."""
+
+    def matches(self, job: Job) -> bool:
+        """What the store's query selects, said of one job (the in-memory store filters with
+        it; the dashboard's jobs list says the same of the jobs the event stream brings)."""
+        return (
+            (not self.states or job.state in self.states)
+            and (not self.kinds or job.kind in self.kinds)
+            and (self.chain_id is None or job.chain_id == self.chain_id)
+            and (self.id_prefix is None or job.id.startswith(self.id_prefix))
+            and (self.model is None or job.model == self.model)
+        )
 
     def __post_init__(self) -> None:
         # Each once: a query repeating a value a thousand times asks for nothing more.

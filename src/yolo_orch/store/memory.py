@@ -175,10 +175,7 @@ class InMemoryJobStore(JobStore):
         matching = [
             job
             for job in sorted(self._jobs.values(), key=lambda job: job.seq, reverse=True)
-            if (not where.states or job.state in where.states)
-            and (not where.kinds or job.kind in where.kinds)
-            and (where.chain_id is None or job.chain_id == where.chain_id)
-            and (before_seq is None or job.seq < before_seq)
+            if where.matches(job) and (before_seq is None or job.seq < before_seq)
         ]
         page = matching[:limit]
         more = len(matching) > limit

@@ -20,17 +20,34 @@ def list_query(
     params: dict[str, Any] = {"page_limit": limit}
     if before_seq is not None:
         params["before_seq"] = before_seq
-    if where.chain_id is not None:
-        return _chain_statement(where, params, before_seq), params
+    if where.chain_id is not None or where.id_prefix is not None or where.model is not None:
+        return _narrow_statement(where, params, before_seq), params
     return _list_statement(where.states, where.kinds, paged=before_seq is not None), params
 
 
-def _chain_statement(
+_LAST_CHARACTER = "\U0010ffff"
+"""Above every character in SQLite's BINARY order (UTF-8 bytes): `id >= p AND id < p + this`
+holds the ids that start with `p` and reads them from the index on `id` (LIKE would be
+case-insensitive, and not use it)."""
+
+
+def _narrow_statement(
     where: JobFilter, params: dict[str, Any], before_seq: int | None
 ) -> Select[Any]:
-    """A chain's jobs, newest first: a few rows, read through the index on `chain_id`."""
-    params["chain_id"] = where.chain_id
-    stmt = select(JOBS).where(JOBS.c.chain_id == bindparam("chain_id"))
+    """A chain's jobs (through the index on `chain_id`), the jobs whose id starts with a prefix
+    (the index on `id`), or those that name a model, newest first. A model alone has no index:
+    its rows are read newest first until a page is full."""
+    stmt = select(JOBS)
+    if where.chain_id is not None:
+        params["chain_id"] = where.chain_id
+        stmt = stmt.where(JOBS.c.chain_id == bindparam("chain_id"))
+    if where.id_prefix is not None:
+        params["id_from"] = where.id_prefix
+        params["id_to"] = where.id_prefix + _LAST_CHARACTER
+        stmt = stmt.where(JOBS.c.id >= bindparam("id_from"), JOBS.c.id < bindparam("id_to"))
+    if where.model is not None:
+        params["model"] = where.model
+        stmt = stmt.where(JOBS.c.model == bindparam("model"))
     if where.states:
         stmt = stmt.where(JOBS.c.state.in_([str(state) for state in where.states]))
     if where.kinds:

@@ -1,4 +1,4 @@
-// The dashboard: a hash router over five views, the token field and the status line. Views are
+// The dashboard: a hash router over its views, the token field and the status line. Views are
 // drawn once the server's meta (states, kinds, params) is read.
 import { onAuthProblem, token } from './api.js';
 import { h } from './dom.js';
@@ -20,6 +20,7 @@ const ROUTES = [
   [/^#\/jobs\/?$/, 'jobs', () => renderJobs],
   [/^#\/jobs\/([\w-]+)$/, 'jobs', (match) => (el) => renderJob(el, match[1])],
   [/^#\/models\/?$/, 'models', () => renderModels],
+  [/^#\/models\/([\w-]+)$/, 'models', (match) => (el) => renderModels(el, match[1])],
   [/^#\/submit\/?$/, 'submit', () => renderSubmit],
 ];
 

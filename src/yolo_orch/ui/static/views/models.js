@@ -1,10 +1,11 @@
 // Models: the registry (name, task, classes, size, short copyable sha256, variants, lineage)
-// and an import form (upload of a .pt).
+// and an import form (upload of a .pt). `#/models/<id>` marks one model's row (a training's link
+// to the model it registered).
 import { getJson, request } from '../api.js';
 import { copyButton, definitionList, empty, fmtBytes, fmtTime, h, section } from '../dom.js';
 import { showStatus } from '../status.js';
 
-export function renderModels(main) {
+export function renderModels(main, selectedId = null) {
   const body = h('tbody', {});
   const table = h('div', { class: 'scroll' }, h('table', { class: 'models' },
     h('thead', {}, h('tr', {}, ['Name', 'Task', 'Classes', 'Size', 'sha256', 'Source', 'Imported', 'Variants'].map((t) => h('th', { scope: 'col' }, t)))),
@@ -21,6 +22,13 @@ export function renderModels(main) {
     try {
       const { models } = await getJson('/v1/models');
       body.replaceChildren(...models.map(modelRow));
+      const selected = selectedId && [...body.children].find((tr) => tr.dataset.model === selectedId);
+      if (selected) {
+        selected.setAttribute('aria-current', 'true');
+        selected.scrollIntoView({ block: 'center' });
+      } else if (selectedId) {
+        showStatus(`model ${selectedId} is not in the registry (deleted?)`, 'note');
+      }
       if (!models.length) body.append(h('tr', {}, h('td', { colspan: 8 }, empty('No models imported yet.'))));
     } catch (error) {
       body.replaceChildren(h('tr', {}, h('td', { colspan: 8 }, empty(`Could not list models: ${error.message}`))));
