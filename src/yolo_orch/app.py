@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from yolo_orch import __version__
+from yolo_orch.api import activity_history as activity_api
 from yolo_orch.api import (
     aliases,
     devices,
@@ -63,6 +64,7 @@ from yolo_orch.jobs.tune import Tunes
 from yolo_orch.labelling.ls_sync import LabelStudioSync
 from yolo_orch.ops.diskguard import DiskGuard, FreeSpace, statvfs_free
 from yolo_orch.ops.frame_feed import FrameFeed
+from yolo_orch.ops.host_readings import HostReadings
 from yolo_orch.ops.lock import InstanceLock
 from yolo_orch.ops.logs import install_job_logs, remove_job_logs
 from yolo_orch.ops.retention import Retention, RetentionRules
@@ -146,6 +148,7 @@ def create_app(
     app.include_router(streams_api.router)
     app.include_router(deliveries_api.router)
     app.include_router(chains_api.router)
+    app.include_router(activity_api.router)
     app.include_router(datasets_api.router)
     app.include_router(label_studio_api.router)
     app.include_router(label_studio_sync_api.router)
@@ -357,6 +360,10 @@ async def _start(
     if telemetry_history.enabled:
         sampling = asyncio.create_task(telemetry_history.run(), name="telemetry-history")
         stack.push_async_callback(cancelled, sampling)
+
+    activity = activity_api.ActivitySampler(store, lanes, metrics, HostReadings(settings.data_dir))
+    activity_sampling = asyncio.create_task(activity.run(), name="activity-history")
+    stack.push_async_callback(cancelled, activity_sampling)
 
     if outbox is not None:  # the deliverer stops after the drain below
         await deliver_webhooks(settings, webhook_hosts, outbox, stack)

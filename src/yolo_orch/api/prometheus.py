@@ -13,6 +13,7 @@ from prometheus_client.registry import Collector
 from yolo_orch.dispatch.batching import LaneBatches
 from yolo_orch.dispatch.lanes import Lane, Lanes
 from yolo_orch.domain import Job, JobFilter, JobKind, JobState, JsonObject, Outcome
+from yolo_orch.ops.activity import ActivityHistory
 from yolo_orch.ops.telemetry import GpuTelemetry
 from yolo_orch.runners.base import Runtime
 from yolo_orch.store.base import JobStore
@@ -112,6 +113,8 @@ class Metrics:
             registry=self.registry,
         )
         self._batches: dict[str, LaneBatches] = {}
+        self.activity = ActivityHistory()
+        """The same figures over time, for GET /v1/history (`api/activity_history.py`)."""
         self.registry.register(_ModelCache(runtime))
         self._streams = _Streams()
         self.registry.register(self._streams)
@@ -135,6 +138,12 @@ class Metrics:
 
     def job_finished(self, job: Job, outcome: Outcome, seconds: float) -> None:
         self._duration.labels(kind=job.kind, state=outcome.state).observe(seconds)
+        self.activity.job_ended(job.kind, seconds)
+
+    @property
+    def refused_total(self) -> int:
+        """Submissions refused with 429 since start."""
+        return int(self.registry.get_sample_value("yolo_orch_rejected_submissions_total") or 0)
 
     async def render(self) -> bytes:
         """Read what lives in the store and the lanes, then print every metric."""

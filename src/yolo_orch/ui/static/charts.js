@@ -3,14 +3,15 @@
 const PALETTE = ['#2563eb', '#d97706', '#059669', '#db2777', '#7c3aed', '#0891b2'];
 const DASHES = [[], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 4]];
 
-// One line per series, each with its own dash so that it reads without colour too.
-export function lineChart(el, title, xLabel, series) {
+// One line per series, each with its own dash so that it reads without colour too. `time`: the
+// x values are Unix seconds, shown as times of day; `height`: smaller for the overview's charts.
+export function lineChart(el, title, xLabel, series, { time = false, height = 240 } = {}) {
   const width = Math.max(260, el.clientWidth || 600);
   const options = {
     title,
     width,
-    height: 240,
-    scales: { x: { time: false } },
+    height,
+    scales: { x: { time } },
     axes: [{ label: xLabel }, {}],
     series: [
       { label: xLabel },
@@ -25,7 +26,7 @@ export function lineChart(el, title, xLabel, series) {
   };
   const chart = new window.uPlot(options, [[], ...series.map(() => [])], el);
   const resize = new ResizeObserver(() => {
-    chart.setSize({ width: Math.max(260, el.clientWidth), height: 240 });
+    chart.setSize({ width: Math.max(260, el.clientWidth), height });
   });
   resize.observe(el);
   return {

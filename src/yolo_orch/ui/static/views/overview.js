@@ -1,11 +1,12 @@
 // Overview: each lane (busy or free, its jobs with progress, its streams), each GPU's gauges and
-// sparklines, the queue depth, 429 refusals and jobs per state, and a card per running stream.
-// Live from /v1/events.
+// sparklines, the queue depth, 429 refusals and jobs per state, a card per running stream, and
+// charts of what the server did over time. Live from /v1/events.
 import { getJson, request, parseMetrics } from '../api.js';
 import { sparkline } from '../charts.js';
 import { empty, fmtBytes, h, progressBar, section, shortId, stateBadge, updateProgress } from '../dom.js';
 import { onLive } from '../live.js';
 import { meta } from '../meta.js';
+import { activityCharts } from './activity.js';
 import { laneStreams, liveStreams, updateLaneStream } from './streams.js';
 
 const GAUGES = [
@@ -20,9 +21,11 @@ export function renderOverview(main) {
   const lanesBox = h('div', { class: 'lanes', id: 'lanes' }, empty('Loading lanes…'));
   const countsBox = h('div', { class: 'tiles', id: 'counts' });
   const streams = liveStreams();
+  const activity = activityCharts();
   main.append(
     h('h1', {}, 'Overview'),
     section('Queue and jobs', countsBox),
+    section('Over time', activity.el),
     section('Live streams', streams.el),
     section('Lanes', lanesBox),
   );
@@ -86,6 +89,7 @@ export function renderOverview(main) {
   return () => {
     stop();
     streams.stop();
+    activity.stop();
     clearTimeout(refreshTimer);
     clearInterval(telemetryTimer);
   };
