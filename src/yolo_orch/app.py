@@ -34,6 +34,7 @@ from yolo_orch.api import events as events_api
 from yolo_orch.api import label_studio as label_studio_api
 from yolo_orch.api import label_studio_sync as label_studio_sync_api
 from yolo_orch.api import metrics as metrics_api
+from yolo_orch.api import queue as queue_api
 from yolo_orch.api import streams as streams_api
 from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
@@ -149,6 +150,7 @@ def create_app(
     app.include_router(deliveries_api.router)
     app.include_router(chains_api.router)
     app.include_router(activity_api.router)
+    app.include_router(queue_api.router)
     app.include_router(datasets_api.router)
     app.include_router(label_studio_api.router)
     app.include_router(label_studio_sync_api.router)

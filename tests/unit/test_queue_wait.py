@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from yolo_orch.dispatch.queue_wait import expected_wait_s
+from yolo_orch.dispatch.queue_wait import expected_starts_s, expected_wait_s
 from yolo_orch.domain import Job, JobKind, JobState, Progress
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -71,3 +71,20 @@ def test_the_work_is_spread_over_the_slots_and_a_job_weighs_by_its_lanes() -> No
 
 def test_an_empty_queue_is_no_wait() -> None:
     assert wait([], {INFERENCE: 0, TRAINING: 0}, {INFERENCE: [5.0]}) == 0
+
+
+def test_each_queued_job_starts_when_a_new_job_would_with_only_those_before_it_queued() -> None:
+    """The queue view's expected starts and Retry-After are one estimate."""
+    running = [running_job(TRAINING, 100, progress=(1, 4)), running_job(INFERENCE, 2)]
+    recent = {INFERENCE: [4.0, 6.0], TRAINING: [600.0]}
+    queue = [INFERENCE, TRAINING, INFERENCE, INFERENCE]
+    starts = expected_starts_s(running, queue, recent, slots=2, now=NOW)
+    for position in range(len(queue)):
+        before = queue[:position]
+        counts = {kind: before.count(kind) for kind in set(before)}
+        assert starts[position] == pytest.approx(
+            expected_wait_s(running, counts, recent, slots=2, now=NOW)
+        )
+    assert starts == sorted(starts)
+    assert starts[1] - starts[0] == pytest.approx(5.0 / 2)  # an inference's typical run ahead
+    assert expected_starts_s([], [], recent, slots=2, now=NOW) == []

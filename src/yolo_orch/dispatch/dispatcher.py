@@ -260,6 +260,11 @@ class Dispatcher:
     def _order(self) -> QueueOrder:
         return QueueOrder(utcnow(), self._aging_per_minute, self._lanes.healthy_count)
 
+    def queue_order(self) -> QueueOrder:
+        """The order jobs start in now (by effective priority, aging included), for those who
+        show the queue."""
+        return self._order()
+
     def _room(self, head: Job, lanes: tuple[Lane, ...]) -> int:
         """Images a batch headed by `head` may take besides its own: none for a job that runs
         alone (several lanes, or a suspect of the last crash)."""

@@ -49,6 +49,7 @@ from yolo_orch.files.resultfile import EntryPage, page_of
 from yolo_orch.files.stream_segments import SNAPSHOT_FILE, FramePage, read_since
 from yolo_orch.jobs.chains import chain_of
 from yolo_orch.jobs.notifications import JobEvents
+from yolo_orch.jobs.queue_view import QueueView, read_queue
 from yolo_orch.kinds import KINDS
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
 from yolo_orch.ops.clock import utcnow
@@ -384,13 +385,24 @@ class JobService:
 
     async def _retry_after_s(self) -> int:
         """The expected wait of the work ahead: when a job submitted now could start."""
+        running, recent = await self._work_in_hand()
+        queued = {kind: await self._store.count_queued(kind) for kind in KINDS}
+        wait = expected_wait_s(running, queued, recent, slots=self._total_slots, now=utcnow())
+        return max(1, min(_MAX_RETRY_AFTER_S, math.ceil(wait)))
+
+    async def _work_in_hand(self) -> tuple[list[Job], dict[JobKind, list[float]]]:
+        """The running jobs, and the run times of recent jobs of each kind."""
         running = await self._store.list_jobs(
             JobFilter(states=(JobState.RUNNING,)), limit=self._total_slots, before_seq=None
         )
-        queued = {kind: await self._store.count_queued(kind) for kind in KINDS}
         recent = {kind: await self._store.recent_durations(_RECENT_RUNS, kind) for kind in KINDS}
-        wait = expected_wait_s(running.jobs, queued, recent, slots=self._total_slots, now=utcnow())
-        return max(1, min(_MAX_RETRY_AFTER_S, math.ceil(wait)))
+        return running.jobs, recent
+
+    async def queue(self, limit: int) -> QueueView:
+        """The first `limit` jobs the dispatcher would start, in its order (`queue_view.py`)."""
+        running, recent = await self._work_in_hand()
+        order = self._dispatcher.queue_order()
+        return await read_queue(self._store, order, running, recent, self._total_slots, limit)
 
 
 def _ids(job: Job) -> dict[str, str]:

@@ -9,6 +9,7 @@ import { renderJob } from './views/job.js';
 import { renderJobs } from './views/jobs.js';
 import { renderModels } from './views/models.js';
 import { renderOverview } from './views/overview.js';
+import { renderQueue } from './views/queue.js';
 import { renderSubmit } from './views/submit.js';
 
 const main = document.getElementById('view');
@@ -18,6 +19,7 @@ let routing = 0; // which call of `route` may still draw: a later one wins
 const ROUTES = [
   [/^#?\/?$/, 'overview', () => renderOverview],
   [/^#\/jobs\/?$/, 'jobs', () => renderJobs],
+  [/^#\/queue\/?$/, 'queue', () => renderQueue],
   [/^#\/jobs\/([\w-]+)$/, 'jobs', (match) => (el) => renderJob(el, match[1])],
   [/^#\/models\/?$/, 'models', () => renderModels],
   [/^#\/models\/([\w-]+)$/, 'models', (match) => (el) => renderModels(el, match[1])],

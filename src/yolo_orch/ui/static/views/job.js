@@ -1,13 +1,15 @@
-// One job: parameters, timeline, error, live log tail, and what its kind produced
+// One job: its place in the queue while queued, parameters, timeline, error, live log tail, and what its kind produced
 // (training curves, validation scores, inference pictures, the exported variant, a stream's
 // snapshot and counts), artifacts.
 import { download, follow, getJson, request } from '../api.js';
 import { lineChart } from '../charts.js';
 import { definitionList, empty, fmtBytes, fmtDuration, fmtTime, h, progressBar, section, shortId, stateBadge } from '../dom.js';
+import { onLive } from '../live.js';
 import { isTerminal } from '../meta.js';
 import { jobActions } from './actions.js';
 import { chainSection } from './chain.js';
 import { inferenceResults } from './results.js';
+import { queuePlace } from './queue.js';
 import { streamCard } from './streams.js';
 
 export function renderJob(main, jobId) {
@@ -17,9 +19,14 @@ export function renderJob(main, jobId) {
   const kindBox = h('div', {});
   const logBox = h('pre', { class: 'log', id: 'log', tabindex: 0, 'aria-label': 'Job log' });
   const artifactsBox = h('div', {});
+  const place = queuePlace(jobId);
+  // Other jobs starting or leaving move this one up: its place is read again as they change.
+  const stopLive = onLive((type) => {
+    if (job && type !== 'resync') place.seen(job);
+  });
   main.append(
     h('h1', {}, 'Job ', h('span', { class: 'mono' }, shortId(jobId))),
-    head, facts, kindBox,
+    head, place.el, facts, kindBox,
     section('Log', logBox),
     section('Artifacts', artifactsBox),
   );
@@ -47,6 +54,7 @@ export function renderJob(main, jobId) {
     const first = job === null;
     const moved = first || job.state !== next.state;
     job = next;
+    place.seen(job);
     head.replaceChildren(stateBadge(job.state, job.cancel_requested), ' ', progressBar(job), ' ',
       jobActions(job, { onDeleted: () => { window.location.hash = '#/jobs'; } }));
     facts.replaceChildren(parameters(job), timeline(job));
@@ -99,6 +107,8 @@ export function renderJob(main, jobId) {
   });
   return () => {
     controller.abort();
+    stopLive();
+    place.stop();
     charts?.destroy();
     stream?.dispose();
     chain?.dispose();
