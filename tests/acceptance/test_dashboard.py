@@ -206,6 +206,34 @@ def test_a_training_job_page_draws_its_curves(
     screenshot(page, "job-training")
 
 
+def test_a_two_epoch_training_is_ticked_at_whole_epochs(
+    context: BrowserContext, server: Server, api: httpx.Client
+) -> None:
+    """Issue 41: a 2-epoch chart was ticked at 1.1, 1.2, ..."""
+    job_id = submit(api, kind="training", model="sim", params={"sim_seconds": 1, "sim_steps": 2})
+    wait_terminal(api, job_id)
+    page = signed_in(context, server)
+    page.goto(f"{server.url}/#/jobs/{job_id}")
+    page.wait_for_selector("#loss-chart[data-points='2']")
+    page.wait_for_function(
+        "() => document.getElementById('loss-chart').dataset.xTicks?.includes('2')"
+    )
+    ticks = page.get_attribute("#loss-chart", "data-x-ticks") or ""
+    assert all(float(tick).is_integer() for tick in ticks.split(",")), ticks
+
+
+def test_a_small_confidence_is_not_labelled_zero_percent(
+    context: BrowserContext, server: Server
+) -> None:
+    """Issue 41: a label read "green 0%" for a confidence of 0.006."""
+    page = signed_in(context, server)
+    labels = page.evaluate(
+        "async () => { const { percent } = await import('./ui/static/draw.js');"
+        " return [0.006, 0.0004, 0, 0.25, 0.9996, 1].map(percent) }"
+    )
+    assert labels == ["0.6%", "<0.1%", "0%", "25%", "99.9%", "100%"]
+
+
 def test_a_chain_steps_job_page_lists_the_chain_and_links_each_step(
     context: BrowserContext, server: Server, api: httpx.Client
 ) -> None:

@@ -3,16 +3,23 @@
 const PALETTE = ['#2563eb', '#d97706', '#059669', '#db2777', '#7c3aed', '#0891b2'];
 const DASHES = [[], [6, 3], [2, 2], [8, 3, 2, 3], [1, 3], [10, 4]];
 
+// Steps between ticks on an axis of whole numbers (epochs): never 1.1, 1.2, ...
+const WHOLE_STEPS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000];
+
 // One line per series, each with its own dash so that it reads without colour too. `time`: the
-// x values are Unix seconds, shown as times of day; `height`: smaller for the overview's charts.
-export function lineChart(el, title, xLabel, series, { time = false, height = 240 } = {}) {
+// x values are Unix seconds, shown as times of day; `wholeX`: they are whole numbers (epochs),
+// ticked only at whole numbers; `height`: smaller for the overview's charts.
+export function lineChart(el, title, xLabel, series, { time = false, wholeX = false, height = 240 } = {}) {
   const width = Math.max(260, el.clientWidth || 600);
   const options = {
     title,
     width,
     height,
     scales: { x: { time } },
-    axes: [{ label: xLabel }, {}],
+    axes: [wholeX ? { label: xLabel, incrs: WHOLE_STEPS } : { label: xLabel }, {}],
+    // The values the x axis was ticked at, said on the element (uPlot 1.6 keeps them on the
+    // axis; the canvas does not say them): what a test of the ticks reads.
+    hooks: { draw: [(u) => { el.dataset.xTicks = (u.axes[0]._splits ?? []).join(','); }] },
     series: [
       { label: xLabel },
       ...series.map((name, i) => ({

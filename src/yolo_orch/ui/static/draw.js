@@ -46,14 +46,23 @@ export function drawEntry(canvas, image, entry, maxSide) {
       ctx.arc(x * scale, y * scale, Math.max(2, 3 * scale), 0, 2 * Math.PI);
       ctx.fill();
     }
-    if (anchor) label(ctx, `${detection.class_name} ${(detection.confidence * 100).toFixed(0)}%`, anchor, colour);
+    if (anchor) label(ctx, `${detection.class_name} ${percent(detection.confidence)}`, anchor, colour);
   }
   const classes = entry.classes ?? [];
   if (classes.length) {
     const top = classes[0];
     const share = top.confidence ?? top.pixel_ratio;
-    label(ctx, `${top.class_name} ${(share * 100).toFixed(0)}%`, [4, 4 + 16], '#111827');
+    label(ctx, `${top.class_name} ${percent(share)}`, [4, 4 + 16], '#111827');
   }
+}
+
+// A share as a percentage that never reads 0% for a share above 0 (a confidence of 0.006 is
+// 0.6%, not 0%), nor 100% below 1.
+export function percent(share) {
+  const value = share * 100;
+  if (value > 0 && value < 0.1) return '<0.1%';
+  if (value > 99 && value < 100) return `${Math.min(99.9, value).toFixed(1)}%`;
+  return value < 10 && value > 0 ? `${value.toFixed(1)}%` : `${value.toFixed(0)}%`;
 }
 
 function label(ctx, text, [x, y], colour) {

@@ -148,8 +148,8 @@ function trainingCharts(box) {
   const scoreEl = h('div', { class: 'chart', id: 'score-chart' });
   const note = h('p', { class: 'muted' }, 'Waiting for the first epoch…');
   box.append(section('Training curves', note, h('div', { class: 'charts' }, lossEl, scoreEl)));
-  const losses = lineChart(lossEl, 'Loss per epoch (sum of parts)', 'epoch', ['train loss', 'val loss']);
-  const scores = lineChart(scoreEl, 'Scores per epoch', 'epoch', ['mAP50', 'mAP50-95', 'precision', 'recall']);
+  const losses = lineChart(lossEl, 'Loss per epoch (sum of parts)', 'epoch', ['train loss', 'val loss'], { wholeX: true });
+  const scores = lineChart(scoreEl, 'Scores per epoch', 'epoch', ['mAP50', 'mAP50-95', 'precision', 'recall'], { wholeX: true });
   return {
     update(history) {
       if (!history.length) return;
