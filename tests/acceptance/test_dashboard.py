@@ -81,6 +81,8 @@ def test_the_overview_lists_the_lanes(context: BrowserContext, server: Server) -
     assert page.is_visible("#no-telemetry")  # this host has no GPU
     assert page.is_visible("[data-tile=queue]")
     assert page.is_visible("[data-tile=refused]")
+    assert page.locator("[data-tile=queued]").count() == 0  # one tile says it: the queue
+    assert page.get_attribute("a:has([data-tile=queue])", "href") == "#/queue"
     screenshot(page, "overview")
 
     background = "() => getComputedStyle(document.body).backgroundColor"

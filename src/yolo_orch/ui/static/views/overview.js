@@ -102,10 +102,12 @@ function drawCounts(box, metrics) {
   }
   const tile = (name, label, value) => h('div', { class: 'tile', 'data-tile': name },
     h('span', { class: 'tile-value' }, String(value)), h('span', { class: 'tile-label' }, label));
+  // The queue depth is the count of queued jobs: one tile says it, and leads to the queue.
+  const queue = tile('queue', 'queued · see the queue ›', metrics.yolo_orch_queue_depth?.[0]?.value ?? 0);
   box.replaceChildren(
-    tile('queue', 'queue depth', metrics.yolo_orch_queue_depth?.[0]?.value ?? 0),
+    h('a', { href: '#/queue', class: 'tile-link', 'aria-label': 'The queue, in start order' }, queue),
     tile('refused', '429 refusals', metrics.yolo_orch_rejected_submissions_total?.[0]?.value ?? 0),
-    ...meta().states.map((state) => tile(state, state, byState[state])),
+    ...meta().states.filter((state) => state !== 'queued').map((state) => tile(state, state, byState[state])),
   );
 }
 
