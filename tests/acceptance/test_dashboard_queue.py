@@ -40,6 +40,10 @@ def busy_lanes(api: httpx.Client) -> Iterator[list[str]]:
         submit(api, kind="inference", model="sim", inputs=[f"h{n}.jpg"], params=LONG)
         for n in range(2)
     ]
+    deadline = time.monotonic() + 10  # the last test's jobs may still be stopping
+    while not all(started(api, job_id) for job_id in holders) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(started(api, job_id) for job_id in holders)
     yield holders
     for job_id in holders:
         api.post(f"/v1/jobs/{job_id}/cancel")
