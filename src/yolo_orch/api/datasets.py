@@ -140,7 +140,7 @@ async def download_zip(name: NameInPath, services: ServicesDep) -> StreamingResp
     "a push gives Label Studio carry it), no token is needed: a wrong key is 401 "
     "`unauthorized`.",
     response_class=RangedFileResponse,
-    responses={**RANGE_RESPONSES, **problem_responses(401, 404)},
+    responses={**RANGE_RESPONSES, **problem_responses(404)},
 )
 async def get_item_image(
     name: NameInPath,
