@@ -67,7 +67,8 @@ async def test_push_sends_new_model_items_once_with_their_labels_as_predictions(
 
     assert (counts.pushed, counts.already, counts.predictions) == (1, 0, 1)
     (task,) = tasks_of(label_studio, project)
-    assert task["data"]["image"] == f"{PUBLIC_URL}/v1/datasets/pets/items/{first}/image"
+    key = datasets.image_key("pets")
+    assert task["data"]["image"] == f"{PUBLIC_URL}/v1/datasets/pets/items/{first}/image?key={key}"
     assert task["data"]["yolo_orch_item"] == first
     (predicted,) = task["predictions"]
     assert predicted["model_version"] == "m1"

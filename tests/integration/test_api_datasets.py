@@ -142,10 +142,12 @@ async def test_an_items_image_opens_with_the_datasets_key_in_place_of_a_token(
         image = await client.get(url, params={"key": key})
         assert (image.status_code, image.content) == (200, b"jpeg-0")
         assert_problem(await client.get(url), 401, "unauthorized")
-        for wrong in ("", key[:-1], datasets.image_key("bikes")):
-            assert_problem(await client.get(url, params={"key": wrong}), 401, "unauthorized")
+        for wrong in (key[:-1], datasets.image_key("bikes")):
+            assert_problem(await client.get(url, params={"key": wrong}), 403, "forbidden")
+        # An empty key is no key: a token is asked for.
+        assert_problem(await client.get(url, params={"key": ""}), 401, "unauthorized")
         unknown = "/v1/datasets/nope/items/000000-abcdef/image"
-        assert_problem(await client.get(unknown, params={"key": key}), 401, "unauthorized")
+        assert_problem(await client.get(unknown, params={"key": key}), 403, "forbidden")
         # The key opens that route only, and the API never shows it.
         assert_problem(
             await client.get("/v1/datasets/cars", params={"key": key}), 401, "unauthorized"

@@ -24,7 +24,7 @@ from yolo_orch.domain.managed_datasets import (
     DATASET_NAME_PATTERN,
     ITEM_ID_PATTERN,
 )
-from yolo_orch.errors import Unauthorized
+from yolo_orch.errors import Forbidden
 from yolo_orch.files.managed_dataset_zip import zip_chunks
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -137,10 +137,10 @@ async def download_zip(name: NameInPath, services: ServicesDep) -> StreamingResp
     summary="An item's image",
     description="What Label Studio shows of a task pushed to it. 404 `dataset_item_not_found`. "
     "`Range` requests are served (206, or 416 `range_not_satisfiable`). With `key` (the URLs "
-    "a push gives Label Studio carry it), no token is needed: a wrong key is 401 "
-    "`unauthorized`.",
+    "a push gives Label Studio carry it), no token is needed: where tokens are configured, "
+    "a wrong key is 403 `forbidden`.",
     response_class=RangedFileResponse,
-    responses={**RANGE_RESPONSES, **problem_responses(404)},
+    responses={**RANGE_RESPONSES, **problem_responses(403, 404)},
 )
 async def get_item_image(
     name: NameInPath,
@@ -155,10 +155,15 @@ async def get_item_image(
         ),
     ] = None,
 ) -> RangedFileResponse:
-    if key is not None and not await anyio.to_thread.run_sync(
-        services.datasets.opens_images, name, key, limiter=services.file_limiter
+    # Without tokens configured every route is open: a key has nothing to open.
+    if (
+        key is not None
+        and services.settings.tokens
+        and not await anyio.to_thread.run_sync(
+            services.datasets.opens_images, name, key, limiter=services.file_limiter
+        )
     ):
-        raise Unauthorized("the key does not open this dataset's images")
+        raise Forbidden("the key does not open this dataset's images")
     path = await anyio.to_thread.run_sync(
         services.datasets.item_image, name, item, limiter=services.file_limiter
     )
