@@ -36,10 +36,11 @@ from yolo_orch.client.shapes import (
     Variant,
 )
 from yolo_orch.client.streams import AsyncStreams
+from yolo_orch.client.tune import AsyncTune
 from yolo_orch.client.wire import Json
 
 
-class AsyncClient(AsyncStreams, AsyncAliases, AsyncDatasets):
+class AsyncClient(AsyncStreams, AsyncAliases, AsyncDatasets, AsyncTune):
     """`async with AsyncClient(url, token) as client: job = await client.submit(...)`; stream
     jobs' methods are `client.streams.AsyncStreams`', model aliases'
     `client.aliases.AsyncAliases`', managed datasets' `client.datasets.AsyncDatasets`'."""

@@ -77,6 +77,8 @@ def job_summary(job: Job, client: Client) -> list[str]:
         return _inference(result, lambda: _per_class(client, job))
     if job.kind == "training":
         return _training(result, client)
+    if job.kind == "tune":
+        return _tune(result, client)
     if job.kind == "validation":
         images = result.get("images")
         split = result.get("split", "val")
@@ -130,6 +132,21 @@ def _training(result: Mapping[str, Any], client: Client) -> list[str]:
     if scores := scores_text(result.get("metrics") or {}):
         lines.append(f"best: {scores}")
     return lines
+
+
+def _tune(result: Mapping[str, Any], client: Client) -> list[str]:
+    ended = ", ".join(
+        f"{result[state]} {state}"
+        for state in ("complete", "pruned", "failed", "cancelled")
+        if result.get(state)
+    )
+    lines = [f"{result.get('trials')} trials: {ended}"]
+    best = result.get("best") or {}
+    line = f"best: trial {best.get('number')}, {result.get('objective')} {best.get('value'):.3f}"
+    line += f" with {', '.join(f'{k}={v}' for k, v in (best.get('params') or {}).items())}"
+    if best.get("model_id"):
+        line += f"; model {_model_name(client, str(best['model_id']))} ({best['model_id']})"
+    return [*lines, line]
 
 
 def _model_name(client: Client, model_id: str) -> str:

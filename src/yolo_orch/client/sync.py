@@ -35,10 +35,11 @@ from yolo_orch.client.shapes import (
     Variant,
 )
 from yolo_orch.client.streams import SyncStreams
+from yolo_orch.client.tune import SyncTune
 from yolo_orch.client.wire import Json
 
 
-class Client(SyncStreams, SyncAliases, SyncDatasets):
+class Client(SyncStreams, SyncAliases, SyncDatasets, SyncTune):
     """`Client(url, token)`; both default to $YOLO_ORCH_URL and $YOLO_ORCH_TOKEN (else
     http://127.0.0.1:8000, no token). Use it as a context manager, or call `close()`. Stream
     jobs' methods (`submit_stream`, `stream_frames`, ...) are `client.streams.SyncStreams`'; model

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from yolo_orch.client import render
-from yolo_orch.client.commands import chains, jobs, streams, submit
+from yolo_orch.client.commands import chains, jobs, streams, submit, tune
 from yolo_orch.client.commands.aliases import alias_app
 from yolo_orch.client.commands.common import AsJson, Token, Url, connect, out
 from yolo_orch.client.commands.datasets import datasets_app
@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         ("submit", submit.submit),
         ("validate", submit.validate),
         ("export", submit.export),
+        ("tune", tune.tune),
         ("status", jobs.status),
         ("wait", jobs.wait),
         ("cancel", jobs.cancel),
