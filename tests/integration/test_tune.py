@@ -75,6 +75,25 @@ async def test_a_tune_runs_its_trials_two_at_a_time_and_reports_the_best(
     assert done["result"]["complete"] == 4
 
 
+async def test_a_tunes_chain_runs_after_it_on_its_best_trial(client: httpx.AsyncClient) -> None:
+    body = _tune(trials=2) | {"then": {"validate": {}, "export": {"formats": ["onnx"]}}}
+    body["params"]["base"]["imgsz"] = 96
+    tune = await _submit(client, body)
+    done = await wait_terminal(client, tune["id"], deadline_s=30)
+    assert done["state"] == "succeeded", done["error"]
+
+    chain = (await client.get(f"/v1/chains/{tune['id']}")).json()
+    steps = [step for step in chain["steps"] if step["kind"] in ("validation", "export")]
+    assert [step["kind"] for step in steps] == ["validation", "export"]
+    for step in steps:
+        ended = await wait_terminal(client, step["id"])
+        assert ended["state"] == "succeeded", ended["error"]
+        assert ended["started_at"] >= done["finished_at"]
+        assert ended["params"]["imgsz"] == 96  # the trials' size
+    # The steps are not trials: the tune counted two.
+    assert done["result"]["trials"] == 2
+
+
 async def test_the_median_pruner_cancels_the_trials_it_prunes(
     client: httpx.AsyncClient,
 ) -> None:

@@ -49,6 +49,7 @@ async def test_a_real_tune_finds_params_at_least_as_good_as_the_default(
             "seed": 1,
             "base": {"imgsz": 64, "batch": 16, "optimizer": "SGD"},
         },
+        "then": {"validate": {}},
     }
     response = await client.post("/v1/jobs", json=body)
     assert response.status_code == 202, response.text
@@ -66,3 +67,11 @@ async def test_a_real_tune_finds_params_at_least_as_good_as_the_default(
         model = (await client.get(f"/v1/models/{trial['model_id']}")).json()
         assert model["name"] == trial_model_name(tune_id, trial["number"])
     assert done["result"]["best"]["model_id"] == result["best"]["model_id"]
+    # The chain's validation scores the best trial's model, at the trials' size.
+    (validation,) = (
+        await client.get("/v1/jobs", params={"chain": tune_id, "kind": "validation"})
+    ).json()["jobs"]
+    validated = await wait_terminal(client, validation["id"], deadline_s=60)
+    assert validated["state"] == "succeeded", validated["error"]
+    assert validated["model_id"] == result["best"]["model_id"]
+    assert validated["params"]["imgsz"] == 64

@@ -1,7 +1,8 @@
-"""A training's chain (`then`): the jobs its steps become, stored with it in one write. Each
-waits (`after_ok`) for the steps before it, names the model the training will produce
-(`job:<training id>`, resolved when it starts), and shares the training's chain id, priority
-and webhook. Nothing here runs a step: the store and the dispatcher treat them as any job."""
+"""A training's chain (`then`), or a tune's: the jobs its steps become, stored with it in one
+write. Each waits (`after_ok`) for the steps before it, names the model the training will
+produce (`job:<training id>`; a tune's best trial's, as its result names it), resolved when it
+starts, and shares the training's chain id, priority and webhook. Nothing here runs a step:
+the store and the dispatcher treat them as any job."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from yolo_orch.domain.specs import (
     JobSpec,
     PromoteSpec,
     TrainingSpec,
+    TuneSpec,
     ValidationSpec,
 )
 from yolo_orch.params.chains import PromoteParams, ThenSteps
@@ -28,7 +30,8 @@ def chain_of(training: NewJob, then: ThenSteps, *, baseline_alias: bool) -> list
     the promotion, as a job of the chain."""
     training = replace(training, chain_id=training.id)
     spec = training.spec
-    assert isinstance(spec, TrainingSpec)
+    assert isinstance(spec, TrainingSpec | TuneSpec)
+    trained_imgsz = _trained_imgsz(spec)
     # The simulated model produces no registry model: its steps run the simulated model too.
     model = SIM_MODEL if training.model == SIM_MODEL else produced_by(training.id)
     jobs = [training]
@@ -56,15 +59,14 @@ def chain_of(training: NewJob, then: ThenSteps, *, baseline_alias: bool) -> list
             ValidationSpec(
                 dataset=validate.dataset or spec.dataset,
                 split=validate.split,
-                params=_validation_params(validate.params, spec.params.get("imgsz")),
+                params=_validation_params(validate.params, trained_imgsz),
             ),
             previous,
         )
         previous = [validation]
     if then.export is not None:
-        imgsz = spec.params.get("imgsz")
         previous = [
-            step(JobKind.EXPORT, ExportSpec(params=_export_params(fmt, imgsz)), previous)
+            step(JobKind.EXPORT, ExportSpec(params=_export_params(fmt, trained_imgsz)), previous)
             for fmt in then.export.formats
         ]
     if (promote := then.promote) is not None:
@@ -85,6 +87,16 @@ def chain_of(training: NewJob, then: ThenSteps, *, baseline_alias: bool) -> list
             previous,
         )
     return jobs
+
+
+def _trained_imgsz(spec: TrainingSpec | TuneSpec) -> int | None:
+    """The size the model is trained at: a tune's every trial's (`base`); None where a tune
+    searches it (the steps' own default then, unless their params name one)."""
+    if isinstance(spec, TuneSpec) and "imgsz" in spec.params.get("space", {}):
+        return None
+    params = spec.params if isinstance(spec, TrainingSpec) else spec.params.get("base", {})
+    imgsz = params.get("imgsz")
+    return imgsz if isinstance(imgsz, int) else None
 
 
 def _export_params(export_format: str, imgsz: int | None) -> dict[str, object]:

@@ -372,6 +372,8 @@ class _Study:
             "trials": len(self._trials),
             **counts,
             "best": best.shown().model_dump(mode="json"),
+            # What a step of the tune's chain (`then`) runs on: the best trial's model.
+            "model_id": best.model_id,
         }
         return JobResult(summary=summary, detail=detail.model_dump(mode="json"))
 

@@ -14,6 +14,7 @@ from yolo_orch.domain.specs import TuneSpec
 from yolo_orch.domain.tune_results import TuneResultDetail
 from yolo_orch.kinds.base import JobRequest, Kind
 from yolo_orch.kinds.submission import Submission, SubmissionChecks
+from yolo_orch.params.chains import ThenSteps
 from yolo_orch.params.common import SIM_FIELDS
 from yolo_orch.params.tune import SET_BY_TUNE, TuneParams
 
@@ -33,6 +34,11 @@ class TuneJobCreate(JobRequest):
         description="As a training's: a data.yaml under a data root, or `dataset:<name>`.",
     )
     params: TuneParams
+    then: ThenSteps | None = Field(
+        default=None,
+        description="Steps to run as jobs of their own once the tune succeeds, on its best "
+        "trial's model: validate, export, promote (gated), as a training's `then`.",
+    )
 
     @model_validator(mode="after")
     def _dataset_required(self) -> TuneJobCreate:
@@ -53,6 +59,9 @@ class TuneJobCreate(JobRequest):
             mode="json", exclude_none=True, exclude={"base": set(SET_BY_TUNE)}
         )
         return TuneSpec(dataset=self.dataset, params=params)
+
+    def steps(self) -> ThenSteps | None:
+        return self.then
 
     def to_new_job(self, max_attempts: int, idempotency_key: str | None) -> NewJob:
         # The tune heads its trials' chain: GET /v1/chains/{id} and ?chain= list them with it.
