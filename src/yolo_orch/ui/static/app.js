@@ -23,7 +23,9 @@ const ROUTES = [
   [/^#\/jobs\/([\w-]+)$/, 'jobs', (match) => (el) => renderJob(el, match[1])],
   [/^#\/models\/?$/, 'models', () => renderModels],
   [/^#\/models\/([\w-]+)$/, 'models', (match) => (el) => renderModels(el, match[1])],
+  [/^#\/models\/([\w.@%-]+)$/, 'models', (match) => (el) => renderModels(el, match[1])], // names with . and name@alias
   [/^#\/submit\/?$/, 'submit', () => renderSubmit],
+  [/^#\/submit\/?\?[^#]*$/, 'submit', () => renderSubmit], // #/submit?model=<name>: a model page's "Use"
 ];
 
 async function route() {

@@ -1,11 +1,17 @@
-// Models: the registry (name, task, classes, size, short copyable sha256, variants, lineage)
-// and an import form (upload of a .pt). `#/models/<id>` marks one model's row (a training's link
-// to the model it registered).
+// Models: the registry (name, task, classes, size, short copyable sha256, variants, lineage),
+// every alias and where it points, and an import form (upload of a .pt). `#/models/<ref>` (an id,
+// a name or name@alias) is one model's page (model_page.js).
 import { getJson, request } from '../api.js';
-import { copyButton, definitionList, empty, fmtBytes, fmtTime, h, section } from '../dom.js';
+import { copyButton, definitionList, empty, fmtBytes, fmtTime, h, section, shortId } from '../dom.js';
 import { showStatus } from '../status.js';
+import { renderModelPage } from './model_page.js';
 
-export function renderModels(main, selectedId = null) {
+export function renderModels(main, ref = null) {
+  if (ref) return renderModelPage(main, decodeURIComponent(ref));
+  return renderRegistry(main);
+}
+
+function renderRegistry(main) {
   const body = h('tbody', {});
   const table = h('div', { class: 'scroll' }, h('table', { class: 'models' },
     h('thead', {}, h('tr', {}, ['Name', 'Task', 'Classes', 'Size', 'sha256', 'Source', 'Imported', 'Variants'].map((t) => h('th', { scope: 'col' }, t)))),
@@ -16,19 +22,14 @@ export function renderModels(main, selectedId = null) {
     h('label', { for: 'model-file' }, 'Weights (.pt) ', file),
     h('label', { for: 'model-name' }, 'Name ', name),
     h('button', { type: 'submit' }, 'Import'));
-  main.append(h('h1', {}, 'Models'), section('Registry', table), section('Import weights', form));
+  const aliases = h('div', { class: 'aliases' });
+  main.append(h('h1', {}, 'Models'), section('Registry', table), section('Aliases', aliases), section('Import weights', form));
 
   async function load() {
     try {
       const { models } = await getJson('/v1/models');
       body.replaceChildren(...models.map(modelRow));
-      const selected = selectedId && [...body.children].find((tr) => tr.dataset.model === selectedId);
-      if (selected) {
-        selected.setAttribute('aria-current', 'true');
-        selected.scrollIntoView({ block: 'center' });
-      } else if (selectedId) {
-        showStatus(`model ${selectedId} is not in the registry (deleted?)`, 'note');
-      }
+      loadAliases(aliases, models);
       if (!models.length) body.append(h('tr', {}, h('td', { colspan: 8 }, empty('No models imported yet.'))));
     } catch (error) {
       body.replaceChildren(h('tr', {}, h('td', { colspan: 8 }, empty(`Could not list models: ${error.message}`))));
@@ -72,7 +73,7 @@ function modelRow(model) {
     },
   }, 'Show'));
   return h('tr', { 'data-model': model.id },
-    h('td', {}, model.name, model.usable ? '' : h('span', { class: 'badge state-failed' }, ' ✗ unusable')),
+    h('td', {}, h('a', { href: `#/models/${encodeURIComponent(model.name)}`, class: 'model-link' }, model.name), model.usable ? '' : h('span', { class: 'badge state-failed' }, ' ✗ unusable')),
     h('td', {}, model.task),
     h('td', {}, String(model.class_names.length)),
     h('td', {}, fmtBytes(model.size_bytes)),
@@ -80,6 +81,30 @@ function modelRow(model) {
     h('td', {}, model.source),
     h('td', {}, fmtTime(model.created_at)),
     details);
+}
+
+// Every alias: `name@alias`, the model it points to, who moved it last and when.
+async function loadAliases(box, models) {
+  try {
+    const { aliases } = await getJson('/v1/aliases');
+    if (!aliases.length) {
+      box.replaceChildren(empty('No aliases yet: a model’s page points one to it.'));
+      return;
+    }
+    box.replaceChildren(h('div', { class: 'scroll' }, h('table', { class: 'table alias-list' },
+      h('thead', {}, h('tr', {}, ...['alias', 'points to', 'moved by', 'when'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('tbody', {}, ...aliases.map((alias) => {
+        const target = models.find((m) => m.id === alias.model_id);
+        return h('tr', { 'data-alias': alias.ref },
+          h('td', {}, h('code', {}, alias.ref)),
+          h('td', {}, h('a', { href: `#/models/${encodeURIComponent(alias.model_id)}`, class: 'mono' },
+            target ? `${target.name} (${shortId(alias.model_id)})` : shortId(alias.model_id))),
+          h('td', {}, alias.updated_by),
+          h('td', {}, fmtTime(alias.updated_at)));
+      })))));
+  } catch (error) {
+    box.replaceChildren(empty(`Could not list the aliases: ${error.message}`));
+  }
 }
 
 function variants(detail) {
