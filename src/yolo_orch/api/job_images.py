@@ -9,6 +9,7 @@ from typing import Annotated
 import anyio.to_thread
 from fastapi import APIRouter, Path
 
+from yolo_orch.api import job_videos
 from yolo_orch.api.deps import ServicesDep
 from yolo_orch.api.file_responses import RANGE_RESPONSES, RangedFileResponse
 from yolo_orch.api.problems import problem_responses
@@ -61,3 +62,7 @@ async def get_input(
             path, media_type="application/octet-stream", filename=path.name, headers=_LOCKED_DOWN
         )
     return RangedFileResponse(path, media_type=media_type, headers=_LOCKED_DOWN)
+
+
+# A video job's annotated video as a browser plays it: GET /v1/jobs/{id}/playable/{name}.
+router.include_router(job_videos.router)

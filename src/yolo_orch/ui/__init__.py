@@ -25,6 +25,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "script-src 'self'",
         "style-src 'self' 'unsafe-inline'",  # uPlot sizes its parts with style attributes
         "img-src 'self' data: blob:",
+        "media-src 'self' blob:",  # a video job's annotated video, fetched with the token
         "connect-src 'self'",
         "frame-ancestors 'none'",
         "form-action 'none'",

@@ -1,6 +1,7 @@
 // One job: its place in the queue while queued, parameters, timeline, error, live log tail, and what its kind produced
-// (training curves, validation scores, inference pictures, the exported variant, a stream's
-// snapshot and counts), artifacts.
+// (training curves and the model registered, validation scores per class with the confusion
+// matrix, inference pictures and videos, the exported variant to download, a tune's trials, a
+// stream's snapshot and counts), artifacts.
 import { download, follow, getJson, request } from '../api.js';
 import { lineChart } from '../charts.js';
 import { definitionList, empty, fmtBytes, fmtDuration, fmtTime, h, progressBar, section, shortId, stateBadge } from '../dom.js';
@@ -8,6 +9,9 @@ import { onLive } from '../live.js';
 import { isTerminal } from '../meta.js';
 import { jobActions } from './actions.js';
 import { chainSection } from './chain.js';
+import { exportResult, trainingResult } from './result_model.js';
+import { tuneResult } from './result_tune.js';
+import { validationResult } from './result_validation.js';
 import { inferenceResults } from './results.js';
 import { queuePlace } from './queue.js';
 import { streamCard } from './streams.js';
@@ -82,12 +86,28 @@ export function renderJob(main, jobId) {
     }
   }
 
+  // Each kind's result, drawn from what GET /v1/jobs/{id}/result holds.
+  const results = {
+    validation: validationResult,
+    export: exportResult,
+    training: trainingResult,
+    tune: tuneResult,
+  };
+  let resultBox = null;
+
   async function finished(done) {
     loadArtifacts(jobId, artifactsBox);
     if (done.state !== 'succeeded') return;
     if (done.kind === 'inference') kindBox.append(section('Images', inferenceResults(jobId)));
-    if (done.kind === 'validation') kindBox.append(await validation(jobId));
-    if (done.kind === 'export') kindBox.append(exported(done));
+    const show = results[done.kind];
+    if (!show) return;
+    try {
+      resultBox = await show(jobId);
+      if (controller.signal.aborted) resultBox.dispose?.();
+      else kindBox.append(resultBox);
+    } catch (error) {
+      kindBox.append(section('Result', empty(`Could not read the result: ${error.message}`)));
+    }
   }
 
   getJson(`/v1/jobs/${jobId}`).then((current) => {
@@ -112,6 +132,7 @@ export function renderJob(main, jobId) {
     charts?.destroy();
     stream?.dispose();
     chain?.dispose();
+    resultBox?.dispose?.();
   };
 }
 
@@ -164,38 +185,6 @@ function trainingCharts(box) {
       scores.destroy();
     },
   };
-}
-
-async function validation(jobId) {
-  const result = await getJson(`/v1/jobs/${jobId}/result`);
-  const metrics = Object.entries(result.metrics ?? {}).map(([k, v]) => [k, v === null ? '–' : Number(v).toFixed(4)]);
-  const box = section('Validation', definitionList([['split', result.split], ['images', result.images], ...metrics]));
-  const plot = (result.artifacts ?? []).find((name) => /confusion_matrix.*\.png$/.test(name));
-  if (plot) {
-    const img = h('img', { class: 'plot', alt: `Confusion matrix (${plot})` });
-    box.append(h('h3', {}, 'Confusion matrix'), img);
-    request(`/v1/jobs/${jobId}/artifacts/${encodeURIComponent(plot)}`)
-      .then((r) => r.blob()).then((blob) => { img.src = URL.createObjectURL(blob); });
-  } else if (result.confusion_matrix) {
-    box.append(h('h3', {}, 'Confusion matrix'), matrixTable(result.confusion_matrix));
-  }
-  return box;
-}
-
-function matrixTable({ names, matrix }) {
-  return h('div', { class: 'scroll' }, h('table', { class: 'matrix' },
-    h('caption', {}, 'rows: predicted, columns: true'),
-    h('thead', {}, h('tr', {}, h('th', {}, ''), names.map((n) => h('th', { scope: 'col' }, n)))),
-    h('tbody', {}, matrix.map((row, i) => h('tr', {}, h('th', { scope: 'row' }, names[i]), row.map((v) => h('td', {}, String(v))))))));
-}
-
-function exported(job) {
-  const summary = job.result ?? {};
-  return section('Export', definitionList([
-    ['format', summary.format],
-    ['variant', summary.variant_id ? h('span', { class: 'mono' }, summary.variant_id) : 'none (simulated)'],
-    ['model', summary.model_id ? h('a', { href: '#/models' }, summary.model_id) : '–'],
-  ]));
 }
 
 async function loadArtifacts(jobId, box) {

@@ -1,8 +1,10 @@
 // An inference job's images as thumbnails with what was found drawn over them (click to
-// enlarge), and the detections table; a page of the result at a time.
+// enlarge), and the detections table; a page of the result at a time. A video input is shown
+// as a video of its own (result_video.js), never as a thumbnail: it has no image to draw on.
 import { blobUrl, getJson } from '../api.js';
 import { drawEntry } from '../draw.js';
 import { empty, h } from '../dom.js';
+import { videoResult } from './result_video.js';
 
 const PAGE = 24;
 const THUMB = 220;
@@ -15,16 +17,19 @@ export function inferenceResults(jobId) {
     h('thead', {}, h('tr', {}, ['Image', 'Class', 'Confidence', 'Where'].map((t) => h('th', { scope: 'col' }, t)))),
     rows));
   const more = h('button', { type: 'button', hidden: true }, 'More images');
-  const box = h('div', { class: 'inference' }, grid, more, h('h3', {}, 'Detections'), table);
+  const videos = h('div', { class: 'videos' });
+  const box = h('div', { class: 'inference' }, videos, grid, more, h('h3', {}, 'Detections'), table);
   let offset = 0;
 
   async function load() {
     try {
       const page = await getJson(`/v1/jobs/${jobId}/result?offset=${offset}&limit=${PAGE}`);
       page.images.forEach((entry, i) => {
-        grid.append(thumbnail(jobId, entry, page.offset + i));
+        if (entry.video) videos.append(videoResult(jobId, entry, page.offset + i));
+        else grid.append(thumbnail(jobId, entry, page.offset + i));
         rows.append(...detectionRows(entry));
       });
+      grid.hidden = !grid.childElementCount && page.total > 0;
       if (!page.total) grid.append(empty('No images in the result.'));
       offset = page.next_offset ?? offset;
       more.hidden = page.next_offset === null;
@@ -78,6 +83,11 @@ async function loadImage(jobId, entry, index) {
 }
 
 function detectionRows(entry) {
+  if (entry.video) {
+    const tracks = entry.tracks ? `, ${entry.tracks.count} track(s)` : '';
+    return [h('tr', { 'data-video': entry.source }, h('td', {}, entry.source),
+      h('td', { colspan: 3 }, `video: ${entry.detections_total ?? 'no'} detection(s) over ${entry.video.frames} frame(s)${tracks}; its frames and tracks above`))];
+  }
   const found = entry.detections ?? entry.classes ?? [];
   if (!found.length) return [h('tr', {}, h('td', {}, entry.source), h('td', { colspan: 3 }, entry.error ?? 'nothing found'))];
   return found.map((d) => h('tr', {},
