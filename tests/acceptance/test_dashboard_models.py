@@ -229,6 +229,26 @@ def test_the_model_page_lists_the_jobs_that_used_it(
     page.wait_for_selector(".job-head [data-state=succeeded]")
 
 
+def test_the_model_page_links_the_training_that_made_it(
+    context: BrowserContext, server: Server, api: httpx.Client, models: Models
+) -> None:
+    """A trained model's `source` is `training:<job id>`; the simulated training registers no
+    model, so the page is shown v1 as a training made it (its chain steps name it `job:<id>`)."""
+    training = submit(api, kind="training", model="sim", params={"sim_seconds": 0.05})
+    wait_terminal(api, training)
+    detail = api.get(f"/v1/models/{models.v1['name']}").json()
+    page = signed_in(context, server)
+    page.route(
+        f"**/v1/models/{models.v1['name']}",
+        answering({**detail, "source": f"training:{training}"}),
+    )
+    page.goto(f"{server.url}/#/models/{models.v1['name']}")
+    made_by = page.locator(f".made-by-jobs a[href='#/jobs/{training}']")
+    made_by.wait_for()
+    assert "training" in page.inner_text(".made-by-jobs")
+    assert page.locator(f"dd a.made-by[href='#/jobs/{training}']").count() == 1
+
+
 def upload_inference(api: httpx.Client, model: str) -> str:
     response = api.post(
         "/v1/jobs/inference",

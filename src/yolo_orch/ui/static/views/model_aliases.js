@@ -39,11 +39,12 @@ function aliasPath(name, label) {
   return `/v1/models/${encodeURIComponent(name)}/aliases/${encodeURIComponent(label)}`;
 }
 
-function modelLink(id, models, here) {
+// A link to a model's page: its name and short id (`compact`: its name only, the id as its title).
+function modelLink(id, models, here, compact = false) {
   if (!id) return h('span', { class: 'muted' }, 'none');
   const known = models.find((m) => m.id === id);
-  const text = known ? `${known.name} (${shortId(id)})` : shortId(id);
-  return h('a', { href: `#/models/${encodeURIComponent(id)}`, class: 'mono', 'data-model-id': id },
+  const text = known ? (compact ? known.name : `${known.name} (${shortId(id)})`) : shortId(id);
+  return h('a', { href: `#/models/${encodeURIComponent(id)}`, class: 'mono', title: id, 'data-model-id': id },
     text, id === here ? ' · this model' : '');
 }
 
@@ -71,8 +72,8 @@ function historyTable(moves, models, here) {
     h('tbody', {}, ...moves.map((move) => h('tr', { 'data-seq': move.seq },
       h('td', {}, fmtTime(move.at)),
       h('td', { class: 'who' }, move.actor),
-      h('td', { class: 'from' }, move.from_model_id ? modelLink(move.from_model_id, models, here) : 'made'),
-      h('td', { class: 'to' }, move.to_model_id ? modelLink(move.to_model_id, models, here) : 'deleted'),
+      h('td', { class: 'from' }, move.from_model_id ? modelLink(move.from_model_id, models, here, true) : 'made'),
+      h('td', { class: 'to' }, move.to_model_id ? modelLink(move.to_model_id, models, here, true) : 'deleted'),
       h('td', { class: 'why' }, move.reason ?? '–'))))));
 }
 
