@@ -1,8 +1,10 @@
 // A validation job's result: its scores, the per-class table (its columns those the result's
-// rows have: they differ by task), each class's scores charted with uPlot, the curves ultralytics
-// plotted (PR, F1, P, R: the result holds their pictures, not their points) and the confusion
-// matrix as a heatmap table.
+// rows have: they differ by task), each class's scores charted with uPlot, the curves (PR, F1,
+// P, R) and the confusion matrix as a heatmap table. The curves are drawn with uPlot where the
+// result holds their points (`curves`: [{name, x_label, y_label, x, y: {series: values}}]);
+// today's results hold only ultralytics' pictures of them (artifacts), shown as they are.
 import { getJson, request } from '../api.js';
+import { lineChart } from '../charts.js';
 import { definitionList, empty, h, section } from '../dom.js';
 
 const PALETTE = ['#2563eb', '#d97706', '#059669', '#db2777', '#7c3aed', '#0891b2'];
@@ -26,7 +28,19 @@ export async function validationResult(jobId) {
     if (chart) charts.push(chart);
   }
   const curves = (result.artifacts ?? []).filter((name) => /curve.*\.png$/i.test(name));
-  if (curves.length) {
+  if (result.curves?.length) {
+    const grid = h('div', { class: 'charts curve-charts' });
+    box.append(h('h3', {}, 'Curves'), grid);
+    result.curves.forEach((curve, i) => {
+      const el = h('div', { class: 'chart curve-chart', 'data-curve': curve.name, id: `curve-${i}` });
+      grid.append(el);
+      const names = Object.keys(curve.y);
+      const chart = lineChart(el, curve.name, curve.x_label, names, { height: 260 });
+      chart.update([curve.x, ...names.map((n) => curve.y[n])]);
+      el.dataset.series = String(names.length);
+      charts.push(chart);
+    });
+  } else if (curves.length) {
     box.append(h('h3', {}, 'Curves'), h('div', { class: 'curve-plots' }, curves.map((name) => plotImage(jobId, name))));
   }
   if (result.confusion_matrix) {
