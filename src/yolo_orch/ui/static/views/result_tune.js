@@ -4,9 +4,11 @@
 import { getJson } from '../api.js';
 import { definitionList, empty, h, section, shortId } from '../dom.js';
 
+// The first state's points filled, the next's hollow: they differ without colour too.
 const SERIES = [
-  { stroke: '#2563eb', fill: '#2563eb', size: 9 }, // complete: filled
-  { stroke: '#d97706', fill: 'transparent', size: 9 }, // pruned: hollow
+  { stroke: '#2563eb', fill: '#2563eb', size: 9 },
+  { stroke: '#d97706', fill: 'transparent', size: 9 },
+  { stroke: '#7c3aed', fill: 'transparent', size: 5 },
 ];
 
 export async function tuneResult(jobId) {
@@ -89,14 +91,15 @@ function trialTable(trials, names, objective, best) {
     h('td', {}, modelLink(t)))))));
 }
 
-// Points only: complete trials filled, pruned hollow (their value is their last epoch's); failed
-// and cancelled trials have no value to plot.
+// Points only, a series per state (a pruned trial's value is its last epoch's); failed and
+// cancelled trials have no value to plot.
 function scatter(el, trials, param, objective, best) {
   const plotted = trials
     .filter((t) => typeof t.params[param] === 'number' && t.value !== null && t.value !== undefined)
     .sort((a, b) => a.params[param] - b.params[param]);
   const xs = plotted.map((t) => t.params[param]);
-  const states = ['complete', 'pruned'];
+  // A series per state the plotted trials ended in (those with a value: complete, pruned).
+  const states = [...new Set(trials.filter((t) => t.value !== null && t.value !== undefined).map((t) => t.state))];
   const height = 260;
   // A param searched over decades (a log range, as lr0's) on a log axis.
   const logX = xs.length > 1 && xs[0] > 0 && xs[xs.length - 1] / xs[0] >= 10;
@@ -108,13 +111,16 @@ function scatter(el, trials, param, objective, best) {
     axes: [{ label: param }, { label: objective }],
     series: [
       { label: param },
-      ...states.map((state, i) => ({
-        label: state,
-        stroke: SERIES[i].stroke,
-        width: 0,
-        paths: () => null,
-        points: { show: true, size: SERIES[i].size, fill: SERIES[i].fill, width: 2 },
-      })),
+      ...states.map((state, i) => {
+        const look = SERIES[i % SERIES.length];
+        return {
+          label: state,
+          stroke: look.stroke,
+          width: 0,
+          paths: () => null,
+          points: { show: true, size: look.size, fill: look.fill, width: 2 },
+        };
+      }),
     ],
   };
   const data = [xs, ...states.map((state) => plotted.map((t) => (t.state === state ? t.value : null)))];
