@@ -28,6 +28,7 @@ from yolo_orch.api import (
     submit,
 )
 from yolo_orch.api import chains as chains_api
+from yolo_orch.api import data_files as data_files_api
 from yolo_orch.api import datasets as datasets_api
 from yolo_orch.api import deliveries as deliveries_api
 from yolo_orch.api import events as events_api
@@ -136,6 +137,7 @@ def create_app(
         aliases.router,
         model_files.router,
         devices.router,
+        data_files_api.router,
     )
     for router in (
         *routers,

@@ -98,6 +98,8 @@ DOCUMENTED_REFUSALS = {
     ("POST /v1/datasets", "class_names_too_large"): "(422 `class_names_too_large`)",
     ("POST /v1/models", "no_model_roots"): "`no_model_roots` otherwise",
     ("POST /v1/models", "path_outside_roots"): "is refused (422 `path_outside_roots`)",
+    ("GET /v1/data-files", "no_data_roots"): "no data roots at all: 422 `no_data_roots`",
+    ("GET /v1/data-files", "path_outside_roots"): "refused (422 `path_outside_roots`), as is",
 }
 """(operation, problem code) -> the words of the OpenAPI document that say why."""
 
