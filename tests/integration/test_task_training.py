@@ -144,6 +144,14 @@ def test_a_validation_reports_the_task_metrics_and_plots(
     assert set(detail["speed_ms_per_image"]) == {"preprocess", "inference", "loss", "postprocess"}
     artifacts = set(detail["artifacts"])
     assert artifacts == {p.name for p in (tmp_path / "val" / "artifacts").iterdir()}
+    if task in ("detect", "segment", "pose", "obb"):
+        # Each curve has a series per class the split's labels have, as the table's rows.
+        assert detail["curves"], task
+        for curve in detail["curves"]:
+            assert len(curve["x"]) == len(next(iter(curve["y"].values()))) <= 101
+            assert set(curve["y"]) == {row["Class"] for row in detail["per_class"]}
+    else:
+        assert detail["curves"] == []
     if task == "depth":
         assert detail["confusion_matrix"] is None
         assert detail["per_class"] == []

@@ -384,6 +384,12 @@ class ValidationResultDetail(_Shape):
     )
     per_class: list[dict[str, Any]] = Field(description="One row per class, as in the CSV.")
     confusion_matrix: ConfusionMatrix | None = Field(description="Null for depth.")
+    curves: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The PR, F1, P and R curves (boxes, masks, keypoints): `{name, x_label, "
+        "y_label, x, y: {class name: values}}`, 101 points each; empty for classify, semantic "
+        "segmentation and depth.",
+    )
     speed_ms_per_image: dict[str, float]
     artifacts: list[str] = Field(description="`per_class.csv` and ultralytics' plots (PNG).")
 

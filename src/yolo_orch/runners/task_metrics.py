@@ -16,7 +16,7 @@ from typing import Any
 
 from yolo_orch.domain import JsonObject
 
-__all__ = ["confusion_matrix", "per_class", "per_class_csv", "scores", "speed"]
+__all__ = ["confusion_matrix", "curves", "per_class", "per_class_csv", "scores", "speed"]
 
 _KEY = re.compile(r"metrics/(?P<name>[^()]+)(?:\((?P<kind>[A-Z])\))?")
 _KINDS = {"B": "", "M": "mask_", "P": "pose_"}
@@ -65,6 +65,48 @@ def confusion_matrix(validator: Any) -> JsonObject | None:
     if len(counts) == len(names) + 1:
         names.append("background")
     return {"names": names, "rows": "predicted", "columns": "true", "matrix": counts}
+
+
+CURVE_POINTS = 101
+"""Points kept of each curve (ultralytics computes 1000 over [0, 1]): enough to draw it, a few
+kilobytes a class in the result."""
+
+
+def curves(metrics: Any) -> list[JsonObject]:
+    """The PR, F1, P and R curves as the dashboard draws them: `[{name, x_label, y_label, x,
+    y: {class name: values}}]`, one series per class the split has; [] for tasks without
+    (classify, semantic segmentation, depth)."""
+    names = getattr(metrics, "curves", None) or []
+    results = getattr(metrics, "curves_results", None) or []
+    box = getattr(metrics, "box", None)
+    classes = [] if box is None else [int(i) for i in getattr(metrics, "ap_class_index", [])]
+    labels = dict(getattr(metrics, "names", {}) or {})
+    found = []
+    for name, (x, ys, x_label, y_label) in zip(names, results, strict=False):
+        if len(ys) != len(classes) or not len(x):
+            continue  # no class with a label in the split: nothing to draw
+        picks = _evenly(len(x))
+        series = {
+            str(labels.get(index, index)): [_json(y[i]) for i in picks]
+            for index, y in zip(classes, ys, strict=True)
+        }
+        found.append(
+            {
+                "name": str(name),
+                "x_label": str(x_label),
+                "y_label": str(y_label),
+                "x": [_json(x[i]) for i in picks],
+                "y": series,
+            }
+        )
+    return found
+
+
+def _evenly(length: int) -> list[int]:
+    """`CURVE_POINTS` indices spread evenly over `length`, both ends included."""
+    if length <= CURVE_POINTS:
+        return list(range(length))
+    return [round(i * (length - 1) / (CURVE_POINTS - 1)) for i in range(CURVE_POINTS)]
 
 
 def speed(validator: Any) -> JsonObject:

@@ -130,6 +130,7 @@ def _result(
         "metrics": metrics,
         "per_class": rows,
         "confusion_matrix": task_metrics.confusion_matrix(validator),
+        "curves": task_metrics.curves(validator.metrics),
         "speed_ms_per_image": task_metrics.speed(validator),
         "artifacts": names,
     }
