@@ -349,3 +349,23 @@ def test_a_chains_tree_shows_each_step_and_the_gates_figures(
     assert "null" not in page.inner_text(".chain")
     assert page.get_attribute(".promotion", "data-promoted") == "true"
     screenshot(page, "chain")
+
+    # A chain with the alias's current model scored too (`not_worse`): that validation is a stage
+    # of its own, after the exports, before the promotion.
+    kinds = [("training", "sim", None), ("validation", "job:t", "t"), ("export", "job:t", "t")]
+    kinds += [("export", "job:t", "t"), ("validation", ALIAS, "t"), ("promote", "job:t", "t")]
+    steps = [
+        {
+            "id": "t" if parent is None else f"s{i}",
+            "kind": kind,
+            "model": model,
+            "parent_id": parent,
+        }
+        for i, (kind, model, parent) in enumerate(kinds)
+    ]
+    depths = page.evaluate(
+        "async (steps) => { const { chainTree } = await import('./ui/static/views/chain.js');"
+        " return chainTree(steps).map((row) => [row.step.id, row.depth]) }",
+        steps,
+    )
+    assert depths == [["t", 0], ["s1", 1], ["s2", 2], ["s3", 2], ["s4", 3], ["s5", 4]]

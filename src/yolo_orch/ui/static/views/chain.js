@@ -69,8 +69,7 @@ export function chainTree(steps) {
 }
 
 function stepsTree(chain, current) {
-  const promote = chain.steps.find((step) => step.kind === 'promote');
-  const alias = promote?.result?.alias ?? promote?.alias ?? null;
+  const alias = promotedAlias(chain.steps);
   const rows = chainTree(chain.steps).map(({ step, depth }) => h('tr', {
     class: step.id === current ? 'current' : '',
     'data-step': step.id,
@@ -90,6 +89,14 @@ function stepsTree(chain, current) {
     h('tbody', {}, ...rows));
 }
 
+// The alias a chain's promotion moves: its result says it once it ran; before, the validation
+// that scores the alias's current model names it (`name@alias`).
+function promotedAlias(steps) {
+  const promote = steps.find((step) => step.kind === 'promote');
+  if (!promote) return null;
+  return promote.result?.alias ?? steps.find((step) => step.kind === 'validation' && step.model.includes('@'))?.model ?? null;
+}
+
 function note(step, alias) {
   if (step.error) return h('span', { class: 'mono', title: step.error.message }, step.error.code);
   if (step.waiting) return 'waiting for the stage above';
@@ -97,7 +104,7 @@ function note(step, alias) {
   if (step.kind === 'validation' && alias && step.model === alias) return `scores ${alias}’s current model`;
   if (step.kind === 'promote') {
     const target = step.result?.alias ?? alias;
-    if (!step.result) return `moves ${target} if the gate passes`;
+    if (!step.result) return `moves ${target ?? 'its alias'} if the gate passes`;
     return step.result.promoted ? `moved ${target}` : `kept ${target}`;
   }
   return '';
@@ -112,7 +119,7 @@ function promotion(chain) {
   const step = chain.steps.find((s) => s.kind === 'promote');
   if (!step) return [];
   const result = step.result;
-  if (!result) return [h('p', { class: 'muted gate-pending' }, `The promotion (${step.model} to ${step.alias ?? 'its alias'}) has not run yet.`)];
+  if (!result) return [h('p', { class: 'muted gate-pending' }, `The promotion (to ${promotedAlias(chain.steps) ?? 'its alias'}) has not run yet.`)];
   const modelLink = (id) => (id ? h('a', { href: `#/models/${encodeURIComponent(id)}`, class: 'mono' }, shortId(id)) : 'nowhere');
   const moved = h('p', { class: 'promotion', 'data-promoted': String(result.promoted) },
     h('strong', {}, result.promoted ? '✓ promoted' : '✗ not promoted'), ': ',
