@@ -25,7 +25,6 @@ from tests.dashboard_harness import (
     ADMIN_TOKEN,
     JOBS_TOKEN,
     Network,
-    answering,
     api,
     browser,
     context,
@@ -189,50 +188,19 @@ def test_a_validation_shows_its_classes_scores_and_confusion_matrix(
         assert column in headers
     page.wait_for_selector("#per-class-chart canvas")
     assert page.get_attribute("#per-class-chart", "data-points") == str(len(classes))
-    # The curves ultralytics plotted (the result has their pictures, not their points).
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.curve-plots img')]"
-        ".some(i => i.complete && i.naturalWidth > 0)"
+    # The curves from their points: a uPlot chart each, a series per class.
+    page.wait_for_selector(".curve-chart canvas")
+    drawn = page.eval_on_selector_all(
+        ".curve-chart", "charts => charts.map(c => [c.dataset.curve, c.dataset.series])"
     )
-    assert page.locator(".curve-plots figcaption", has_text="PR_curve").count() == 1
+    assert drawn == [[curve["name"], str(len(classes))] for curve in result["curves"]]
+    assert "Precision-Recall(B)" in [name for name, _ in drawn]
     matrix = result["confusion_matrix"]
     assert page.locator("table.heatmap tbody tr").count() == len(matrix["names"])
     assert page.locator("table.heatmap tbody tr").first.locator("td").count() == len(
         matrix["names"]
     )
     screenshot(page, "job-validation")
-
-
-def test_curves_the_result_holds_points_of_are_drawn_with_uplot(
-    context: BrowserContext, server: Server, api: httpx.Client
-) -> None:
-    """A result with `curves` (points, not pictures): each drawn as a uPlot chart, a series per
-    class. The server's results hold only the pictures today: the body is the page's stand-in."""
-    job_id = submit(api, kind="validation", model="sim")
-    result = succeeded(api, job_id)
-    x = [i / 10 for i in range(11)]
-    result["curves"] = [
-        {
-            "name": name,
-            "x_label": x_label,
-            "y_label": y_label,
-            "x": x,
-            "y": {"red": [1 - v for v in x], "all": [1 - v / 2 for v in x]},
-        }
-        for name, x_label, y_label in (
-            ("Precision-Recall(B)", "Recall", "Precision"),
-            ("F1-Confidence(B)", "Confidence", "F1"),
-        )
-    ]
-    page = signed_in(context, server)
-    page.route(f"**/v1/jobs/{job_id}/result", answering(result))
-    page.goto(f"{server.url}/#/jobs/{job_id}")
-    page.wait_for_selector(".curve-chart canvas")
-    drawn = page.eval_on_selector_all(
-        ".curve-chart", "charts => charts.map(c => [c.dataset.curve, c.dataset.series])"
-    )
-    assert drawn == [["Precision-Recall(B)", "2"], ["F1-Confidence(B)", "2"]]
-    assert page.locator(".curve-plots").count() == 0
 
 
 def test_an_export_shows_its_variant_and_a_download_that_answers(

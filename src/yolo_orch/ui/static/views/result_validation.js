@@ -1,8 +1,8 @@
 // A validation job's result: its scores, the per-class table (its columns those the result's
 // rows have: they differ by task), each class's scores charted with uPlot, the curves (PR, F1,
-// P, R) and the confusion matrix as a heatmap table. The curves are drawn with uPlot where the
-// result holds their points (`curves`: [{name, x_label, y_label, x, y: {series: values}}]);
-// today's results hold only ultralytics' pictures of them (artifacts), shown as they are.
+// P, R) and the confusion matrix as a heatmap table. The curves are drawn with uPlot from the
+// points the result holds (`curves`: [{name, x_label, y_label, x, y: {class: values}}]); a
+// result without them (made before they were kept) shows ultralytics' pictures of them.
 import { getJson, request } from '../api.js';
 import { lineChart } from '../charts.js';
 import { definitionList, empty, h, section } from '../dom.js';
