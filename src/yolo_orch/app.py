@@ -267,7 +267,7 @@ async def _start(
     if telemetry is not None:
         stack.callback(telemetry.close)
     metrics = Metrics(store, lanes, runtime, telemetry)
-    tunes = Tunes(store, files, lane_count=lambda: len(lanes))
+    tunes = Tunes(store, files, slot_count=lambda: lanes.total_slots)
     dispatcher = Dispatcher(
         store,
         lanes,

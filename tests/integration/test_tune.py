@@ -5,13 +5,16 @@ The simulated training scores best at lr0 = SIM_BEST_LR0 (`runners/simulated.py`
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import httpx
 
-from tests.conftest import wait_terminal
+from tests.conftest import serve, wait_terminal
 from tests.support.problems import assert_problem
+from yolo_orch.app import create_app
+from yolo_orch.config import Settings
 
 
 def _tune(**params: Any) -> dict[str, Any]:
@@ -73,6 +76,19 @@ async def test_a_tune_runs_its_trials_two_at_a_time_and_reports_the_best(
     assert best["value"] >= result["trials"][0]["value"]
     assert done["result"]["best"]["number"] == best["number"]
     assert done["result"]["complete"] == 4
+
+
+async def test_parallel_defaults_to_the_job_slots_not_the_lanes(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    settings = settings_factory(sim_lanes=1, slots_per_lane=2)
+    async with serve(create_app(settings)) as client:
+        tune = await _submit(client, _tune(trials=2))
+        done = await wait_terminal(client, tune["id"], deadline_s=30)
+        assert done["state"] == "succeeded", done["error"]
+        first, second = await _trials(client, tune["id"])
+    # One lane of two slots: the two trials ran at once.
+    assert _at(second["started_at"]) < _at(first["finished_at"])
 
 
 async def test_a_tunes_chain_runs_after_it_on_its_best_trial(client: httpx.AsyncClient) -> None:

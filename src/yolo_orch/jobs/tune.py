@@ -65,13 +65,13 @@ def trial_model_name(tune_id: str, number: int) -> str:
 
 class Tunes:
     def __init__(
-        self, store: JobStore, files: JobFiles, lane_count: Callable[[], int], poll_s: float = 0.25
+        self, store: JobStore, files: JobFiles, slot_count: Callable[[], int], poll_s: float = 0.25
     ) -> None:
-        """`lane_count`: the lanes trials may run on (the default of `parallel`); `poll_s`: how
-        often running trials are looked at."""
+        """`slot_count`: the jobs the lanes run at once, the default of `parallel` (a lane of
+        two slots runs two trials); `poll_s`: how often running trials are looked at."""
         self._store = store
         self._files = files
-        self._lane_count = lane_count
+        self._slot_count = slot_count
         self._poll_s = poll_s
         self._jobs: TrialJobs | None = None
 
@@ -124,7 +124,7 @@ class _Study:
         self._spec = job.spec_as(TuneSpec)
         self._params = TuneParams.from_job(job.params)
         self._space = tune_study.search_space(self._params)
-        self._parallel = self._params.parallel or max(1, tunes._lane_count())
+        self._parallel = self._params.parallel or max(1, tunes._slot_count())
         self._objective = self._params.objective
         self._trials: list[_Trial] = []
         self._pending: Trial | None = None
