@@ -278,6 +278,10 @@ def test_a_tune_lists_its_trials_marks_the_best_and_plots_a_param(
     assert page.get_attribute("#tune-scatter", "data-points") == str(len(valued))
     page.select_option("#tune-param", "batch")
     page.wait_for_selector("#tune-scatter[data-param=batch] canvas")
+    # Its chain (the trials) is headed by the tune, and says so.
+    page.wait_for_selector(".chain-summary")
+    said = page.inner_text(".chain-summary")
+    assert "This tune is the chain\N{RIGHT SINGLE QUOTATION MARK}s root" in said
     screenshot(page, "job-tune")
 
 

@@ -38,9 +38,11 @@ function summary(chain, current) {
   const outcome = chain.promoted === null || chain.promoted === undefined
     ? ''
     : ` · ${chain.promoted ? 'promoted' : 'not promoted'}`;
+  // A training's chain, or a tune's (its trials and its steps).
+  const root = chain.steps.find((step) => step.id === chain.id)?.kind ?? 'job';
   const where = chain.id === current
-    ? 'This training is the chain’s root: its steps are below.'
-    : 'The chain’s page is its training’s (the root below).';
+    ? `This ${root} is the chain’s root: its steps are below.`
+    : `The chain’s page is its ${root}’s (the root below).`;
   return h('p', { class: 'chain-summary' },
     h('span', { class: 'chain-state', 'data-chain-state': chain.state }, `chain ${shortId(chain.id)}: ${chain.state}${outcome}`),
     ` · ${chain.steps.length} steps. `, h('span', { class: 'muted' }, where));
