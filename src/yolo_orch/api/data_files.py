@@ -21,6 +21,10 @@ from yolo_orch.files.inputs import InputLimits
 router = APIRouter(prefix="/v1/data-files", tags=["data files"])
 
 PAGE_MAX = 500
+# A query string is bounded so that the longest one allowed, percent-encoded, stays within the
+# server's request line (`max_head_bytes`): a longer one is a 422, not a 431.
+PATH_MAX_CHARS = 1000
+ROOT_MAX_CHARS = 128
 
 
 class DataRoot(BaseModel):
@@ -81,10 +85,12 @@ class DataFiles(BaseModel):
 async def list_data_files(
     services: ServicesDep,
     root: Annotated[
-        str, Query(max_length=256, description="The data root: its index or folder name.")
+        str,
+        Query(max_length=ROOT_MAX_CHARS, description="The data root: its index or folder name."),
     ] = "0",
     path: Annotated[
-        str, Query(max_length=4096, description="The folder under the root; empty: the root.")
+        str,
+        Query(max_length=PATH_MAX_CHARS, description="The folder under the root; empty: the root."),
     ] = "",
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 100,
