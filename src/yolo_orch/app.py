@@ -365,7 +365,13 @@ async def _start(
         sampling = asyncio.create_task(telemetry_history.run(), name="telemetry-history")
         stack.push_async_callback(cancelled, sampling)
 
-    activity = activity_api.ActivitySampler(store, lanes, metrics, HostReadings(settings.data_dir))
+    activity = activity_api.ActivitySampler(
+        store,
+        lanes,
+        metrics,
+        HostReadings(settings.data_dir),
+        nodes=None if cluster is None else cluster.node_infos,
+    )
     activity_sampling = asyncio.create_task(activity.run(), name="activity-history")
     stack.push_async_callback(cancelled, activity_sampling)
 

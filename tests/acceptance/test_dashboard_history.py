@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import BrowserContext
 
 from tests.dashboard_harness import (
+    answering,
     api,
     browser,
     context,
@@ -74,3 +75,27 @@ def test_the_overview_draws_the_history_and_it_moves(
     screenshot(page, "overview-history")
     page.select_option("#history-resolution", "1m")
     page.wait_for_function("() => Number(document.getElementById('history').dataset.points) >= 1")
+
+
+def test_on_a_cluster_each_node_is_a_series_of_the_node_charts(
+    context: BrowserContext, server: Server, api: httpx.Client
+) -> None:
+    """The server's own history, with the nodes a Ray head's points carry added to it (a
+    cluster is not started for a page's test: tests/on_ray reads the nodes' telemetry)."""
+    history = api.get("/v1/history").json()
+    for i, point in enumerate(history["points"]):
+        point["nodes"] = {
+            "gpu-a": {"load_1m": 1.0 + i, "memory_percent": 40.0, "gpu_percent": 90.0},
+            "gpu-b": {"load_1m": 0.5, "memory_percent": None, "gpu_percent": None},
+        }
+    page = signed_in(context, server)
+    page.route("**/v1/history?resolution=1s", answering(history))
+    # The next read (within 5 s) brings the nodes: their charts are added.
+    page.wait_for_selector("[data-chart='nodes-gpu_percent'] canvas", timeout=10_000)
+    charts = page.eval_on_selector_all("[data-chart]", "els => els.map(e => e.dataset.chart)")
+    assert charts[-3:] == ["nodes-load_1m", "nodes-memory_percent", "nodes-gpu_percent"]
+    labels = page.eval_on_selector_all(
+        "[data-chart='nodes-load_1m'] .u-legend .u-label", "els => els.map(e => e.textContent)"
+    )
+    assert labels[1:] == ["gpu-a", "gpu-b"]  # after the time axis's
+    screenshot(page, "overview-nodes")

@@ -153,7 +153,19 @@ async def test_each_node_reports_its_own_telemetry_in_devices(
                 if nodes and all(node["read_at"] is not None for node in nodes):
                     break
                 await asyncio.sleep(0.1)
+            # The history's next second has each node's readings too.
+            while True:
+                point = (await client.get("/v1/history")).json()["points"][-1]
+                if len(point["nodes"]) == 3 and all(
+                    readings["load_1m"] is not None for readings in point["nodes"].values()
+                ):
+                    break
+                await asyncio.sleep(0.2)
 
+    assert sorted(point["nodes"]) == sorted(node["name"] for node in nodes)
+    for readings in point["nodes"].values():
+        assert 0 < (readings["memory_percent"] or 0) < 100
+        assert readings["gpu_percent"] is None  # no NVML on these nodes
     assert len(nodes) == 3  # the head (no GPUs, no lanes) and the two 2-GPU workers
     for node in nodes:
         assert node["load_1m"] >= 0

@@ -3,7 +3,14 @@ and ended counts, quantiles, and minutes made from their seconds."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from yolo_orch.api.activity_history import ActivitySampler
+from yolo_orch.dispatch.executor import NodeInfo
+from yolo_orch.dispatch.lanes import Lanes
 from yolo_orch.ops.activity import ActivityHistory, Point, Ring, Tick, quantile
+from yolo_orch.ops.telemetry import GpuReading, NodeReading
+from yolo_orch.store.memory import InMemoryJobStore
 
 HOST = {"cpu_percent": 10.0, "memory_percent": 50.0, "disk_percent": None, "load_1m": 0.5}
 
@@ -76,3 +83,44 @@ def test_quantiles_are_values_that_occurred() -> None:
     assert quantile([3.0, 1.0, 2.0], 0.5) == 2.0
     assert quantile([float(v) for v in range(1, 101)], 0.99) == 99.0
     assert quantile([5.0], 0.99) == 5.0
+
+
+def test_each_nodes_readings_are_kept_and_a_minute_takes_their_means() -> None:
+    history = ActivityHistory(seconds=900, minutes=3)
+    for second in range(0, 60):
+        nodes = {"gpu-a": {"load_1m": float(second % 2), "gpu_percent": 50.0}}
+        if second < 30:  # a node that leaves half way through the minute
+            nodes["gpu-b"] = {"load_1m": 1.0, "gpu_percent": None}
+        history.record(Tick(second, 0, 0, 0, 0, 4, HOST, nodes))
+    assert history.points("1s")[0].as_dict()["nodes"] == {
+        "gpu-a": {"load_1m": 0.0, "gpu_percent": 50.0},
+        "gpu-b": {"load_1m": 1.0, "gpu_percent": None},
+    }
+    history.record(tick(60))
+    (minute,) = history.minutes.points()
+    assert minute.nodes == {"gpu-a": {"load_1m": 0.5, "gpu_percent": 50.0}}
+    assert history.points("1s")[-1].nodes == {}  # one host again: no node
+
+
+async def test_the_sampler_reads_each_nodes_last_telemetry() -> None:
+    reading = NodeReading(
+        gpus=(GpuReading(utilization_percent=80), GpuReading(utilization_percent=40)),
+        load_1m=2.5,
+        memory_used_bytes=1,
+        memory_total_bytes=4,
+        read_at=0.0,
+    )
+    nodes = [NodeInfo("gpu-a", "10.0.0.2", [], reading), NodeInfo("gpu-b", "10.0.0.3", [])]
+    activity = ActivityHistory()
+    sampler = ActivitySampler(
+        InMemoryJobStore(),
+        Lanes(["sim:0"], 1),
+        SimpleNamespace(refused_total=0, activity=activity),  # type: ignore[arg-type]
+        SimpleNamespace(read=lambda: HOST),  # type: ignore[arg-type]
+        nodes=lambda: nodes,
+    )
+    await sampler.sample_once()
+    assert activity.points("1s")[0].nodes == {
+        "gpu-a": {"load_1m": 2.5, "memory_percent": 25.0, "gpu_percent": 60.0},
+        "gpu-b": {"load_1m": None, "memory_percent": None, "gpu_percent": None},
+    }

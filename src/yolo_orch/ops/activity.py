@@ -35,6 +35,9 @@ class Tick:
     lanes_slots: int
     host: Mapping[str, float | None]
     """`cpu_percent`, `memory_percent`, `disk_percent`, `load_1m` (None: not readable)."""
+    nodes: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+    """On a Ray cluster, each node's last readings by its name: `load_1m`, `memory_percent`,
+    `gpu_percent` (the mean utilisation of its GPUs)."""
 
 
 @dataclass(slots=True)
@@ -51,6 +54,7 @@ class Point:
     utilisation: float | None = None
     utilisation_max: float | None = None
     host: dict[str, float | None] = field(default_factory=dict)
+    nodes: dict[str, dict[str, float | None]] = field(default_factory=dict)
     durations: dict[str, list[float]] = field(default_factory=dict)
     """Run times, in seconds, of the jobs that ended in it, by kind (at most `MAX_DURATIONS`)."""
 
@@ -65,6 +69,7 @@ class Point:
             "utilisation": self.utilisation,
             "utilisation_max": self.utilisation_max,
             "host": dict(self.host),
+            "nodes": {name: dict(readings) for name, readings in self.nodes.items()},
             "latency_s": {
                 kind: {"p50": quantile(runs, 0.5), "p99": quantile(runs, 0.99), "n": len(runs)}
                 for kind, runs in sorted(self.durations.items())
@@ -134,6 +139,7 @@ class ActivityHistory:
             queue_depth_max=tick.queue_depth,
             utilisation=tick.lanes_busy / tick.lanes_slots if tick.lanes_slots else None,
             host=dict(tick.host),
+            nodes={name: dict(readings) for name, readings in tick.nodes.items()},
             durations=self._ended,
         )
         point.utilisation_max = point.utilisation
@@ -175,6 +181,14 @@ def merged(points: list[Point]) -> Point:
         utilisation=fmean(utilisations) if utilisations else None,
         utilisation_max=max(utilisations) if utilisations else None,
         host={name: _mean(p.host.get(name) for p in points) for name in points[-1].host},
+        # The nodes of the last second (one that left is gone), each reading its mean over the
+        # seconds that had it.
+        nodes={
+            node: {
+                name: _mean(p.nodes.get(node, {}).get(name) for p in points) for name in readings
+            }
+            for node, readings in points[-1].nodes.items()
+        },
         durations=durations,
     )
 

@@ -1,7 +1,8 @@
 // Over time, on the overview: small charts of GET /v1/history (jobs started and ended, queue
 // depth and 429 refusals, run-time p50/p99 by kind, lane utilisation, the host's CPU, memory,
-// disk and load), each second for 15 minutes or each minute for 24 hours. The history is not on
-// the event stream, so it is read again on a timer (not while the tab is hidden).
+// disk and load; on a Ray cluster each node's load, memory and GPU utilisation, a series per
+// node), each second for 15 minutes or each minute for 24 hours. The history is not on the event
+// stream, so it is read again on a timer (not while the tab is hidden).
 import { getJson } from '../api.js';
 import { lineChart } from '../charts.js';
 import { empty, h } from '../dom.js';
@@ -21,6 +22,10 @@ const CHARTS = [
   ['host', 'Host', () => HOST_READINGS.map(([, label]) => label),
     (p) => HOST_READINGS.map(([name]) => p.host[name] ?? null)],
 ];
+// Drawn only on a cluster: a series per node of the points.
+const NODE_CHARTS = [['load_1m', 'Load per node (1 min)'], ['memory_percent', 'Memory per node (%)'], ['gpu_percent', 'GPU utilisation per node (%)']]
+  .map(([reading, title]) => [`nodes-${reading}`, title, (kinds, nodes) => nodes,
+    (p, kinds, nodes) => nodes.map((node) => p.nodes?.[node]?.[reading] ?? null)]);
 
 function percent(share) {
   return share === null || share === undefined ? null : Math.round(share * 1000) / 10;
@@ -31,19 +36,20 @@ export function activityCharts() {
     h('option', { value: '1s' }, 'each second, 15 min'), h('option', { value: '1m' }, 'each minute, 24 h'));
   const grid = h('div', { class: 'history-charts', id: 'history' }, empty('Reading the history…'));
   const el = h('div', {}, h('label', { for: 'history-resolution' }, 'Resolution ', resolution), grid);
-  let charts = null; // by name, with the kinds the latency chart was made for
+  let charts = null; // with the kinds and nodes they were made for, and which they are
   let timer = null;
   let stopped = false;
 
-  function build(kinds) {
+  function build(key, kinds, nodes) {
     charts?.all.forEach((chart) => chart.destroy());
     grid.replaceChildren();
-    const all = CHARTS.map(([name, title, names]) => {
+    const drawn = nodes.length ? [...CHARTS, ...NODE_CHARTS] : CHARTS;
+    const all = drawn.map(([name, title, names]) => {
       const box = h('div', { class: 'history-chart', 'data-chart': name });
       grid.append(box);
-      return lineChart(box, title, 'time', names(kinds), { time: true, height: 150 });
+      return lineChart(box, title, 'time', names(kinds, nodes), { time: true, height: 150 });
     });
-    charts = { kinds: kinds.join(','), all };
+    charts = { key, all, drawn };
   }
 
   async function load() {
@@ -52,10 +58,12 @@ export function activityCharts() {
       try {
         const { points } = await getJson(`/v1/history?resolution=${resolution.value}`);
         const kinds = [...new Set(points.flatMap((p) => Object.keys(p.latency_s)))].sort();
-        if (!charts || charts.kinds !== kinds.join(',')) build(kinds);
+        const nodes = [...new Set(points.flatMap((p) => Object.keys(p.nodes ?? {})))].sort();
+        const key = `${kinds.join(',')}|${nodes.join(',')}`;
+        if (!charts || charts.key !== key) build(key, kinds, nodes);
         const times = points.map((p) => p.at);
-        if (points.length) CHARTS.forEach(([, , , values], i) => {
-          const columns = points.map((p) => values(p, kinds));
+        if (points.length) charts.drawn.forEach(([, , , values], i) => {
+          const columns = points.map((p) => values(p, kinds, nodes));
           const series = columns.length ? columns[0].map((_, s) => columns.map((row) => row[s])) : [];
           charts.all[i].update([times, ...series]);
         });
