@@ -62,7 +62,7 @@ class TuneParams(JobParams):
         ge=1,
         le=MAX_PARALLEL,
         description="Trials queued or running at once (default: the server's job slots, "
-        "lanes × `slots_per_lane`).",
+        "the lanes times `slots_per_lane`).",
     )
     epochs: int = Field(default=10, ge=1, le=10_000, description="Each trial's epochs.")
     objective: str = Field(
