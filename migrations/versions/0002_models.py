@@ -26,7 +26,9 @@ def upgrade() -> None:
         sa.Column("id", sa.String(), nullable=False),
         sa.Column("name", sa.String(), nullable=False),
         sa.Column("sha256", sa.String(), nullable=False),
-        sa.Column("size_bytes", sa.Integer(), nullable=False),
+        sa.Column(
+            "size_bytes", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), nullable=False
+        ),
         sa.Column("task", sa.String(), nullable=False),
         sa.Column("class_names", sa.JSON(), nullable=False),
         sa.Column("source", sa.String(), nullable=False),
@@ -72,7 +74,15 @@ def _copying_jobs() -> Iterator[BatchOperations]:
         yield batch
 
 
+def _on_sqlite() -> bool:
+    return op.get_bind().dialect.name == "sqlite"
+
+
 def _last_jobs_seq() -> int | None:
+    # SQLite's table copy (batch mode) loses the AUTOINCREMENT counter; PostgreSQL alters the
+    # table in place and its sequence goes on.
+    if not _on_sqlite():
+        return None
     query = sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'")
     last: int | None = op.get_bind().scalar(query)
     return last

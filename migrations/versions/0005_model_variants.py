@@ -26,7 +26,9 @@ def upgrade() -> None:
         sa.Column("model_id", sa.String(), nullable=False),
         sa.Column("format", sa.String(), nullable=False),
         sa.Column("sha256", sa.String(), nullable=False),
-        sa.Column("size_bytes", sa.Integer(), nullable=False),
+        sa.Column(
+            "size_bytes", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), nullable=False
+        ),
         sa.Column("files", sa.JSON(), nullable=False),
         sa.Column("lineage", sa.JSON(), nullable=False),
         sa.Column("source", sa.String(), nullable=False),

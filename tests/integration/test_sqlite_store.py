@@ -190,7 +190,7 @@ async def test_sqlite_a_read_whose_caller_went_away_and_then_failed_logs_nothing
     sqlite_db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started, release, ended = threading.Event(), threading.Event(), threading.Event()
-    from yolo_orch.store import sqlite_db as sqlite_module
+    from yolo_orch.store import database as sqlite_module
 
     real = sqlite_module._run_read
 
@@ -228,7 +228,7 @@ class _DiesOnce:
     later batches run normally."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from yolo_orch.store import sqlite_db as sqlite_module
+        from yolo_orch.store import database as sqlite_module
 
         self._real = sqlite_module._run_batch
         self._started = threading.Event()

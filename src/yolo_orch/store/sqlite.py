@@ -1,9 +1,9 @@
-"""The durable job store, on the `SQLiteDatabase` (`sqlite_db.py`: one writer, group commit,
-every acknowledged write fsynced). Its ops use few statements (each costs SQLAlchemy's Python
-work on a thread that shares the GIL with the event loop): `create` is one `INSERT ... SELECT
-... WHERE <room in the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING *`, and reads why only on the rare refusal; the dispatcher's writes
-(`sqlite_runs.py`) are single `UPDATE ... RETURNING`s built once."""
+"""The durable job store, on a `Database` (`database.py`: one writer, group commit, every
+acknowledged write durable; SQLite or PostgreSQL, the same ops). Its ops use few statements
+(each costs SQLAlchemy's Python work on a thread that shares the GIL with the event loop):
+`create` is one `INSERT ... SELECT ... WHERE <room in the queue> AND <model usable> ON
+CONFLICT (idempotency_key) DO NOTHING RETURNING *`, and reads why only on the rare refusal;
+the dispatcher's writes (`sqlite_runs.py`) are single `UPDATE ... RETURNING`s built once."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from sqlalchemy import (
     or_,
     select,
 )
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from yolo_orch.domain import (
@@ -46,6 +45,8 @@ from yolo_orch.errors import (
 )
 from yolo_orch.store import sqlite_runs
 from yolo_orch.store.base import JobStore
+from yolo_orch.store.database import Database
+from yolo_orch.store.dialects import InsertFor, PerDialect
 from yolo_orch.store.job_rows import (
     ACTIVE,
     QUEUED,
@@ -55,7 +56,6 @@ from yolo_orch.store.job_rows import (
     update_job,
 )
 from yolo_orch.store.outbox import NO_OUTBOX, Outbox
-from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.sqlite_deps import (
     pending_dependencies,
     release_dependents,
@@ -77,7 +77,7 @@ log = logging.getLogger(__name__)
 
 
 class SQLiteJobStore(JobStore):
-    def __init__(self, db: SQLiteDatabase, outbox: Outbox = NO_OUTBOX) -> None:
+    def __init__(self, db: Database, outbox: Outbox = NO_OUTBOX) -> None:
         self._db = db
         self._outbox = outbox
         self._released: list[Job] = []
@@ -265,7 +265,7 @@ _COUNT_QUEUED = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
 """From the counts the triggers keep: one row per kind, however long the queue."""
 
 
-def _insert_queued() -> Insert:
+def _insert_queued(insert: InsertFor) -> Insert:
     """INSERT a queued job if the queue has room and its model (if any) is usable; with an
     idempotency key already taken, insert nothing. Returns the new row, or no row.
 
@@ -282,14 +282,14 @@ def _insert_queued() -> Insert:
         )
     ).where(room, model_ok)
     return (
-        sqlite_insert(JOBS)
+        insert(JOBS)
         .from_select(NEW_JOB_COLUMNS, values)
         .on_conflict_do_nothing(index_elements=[JOBS.c.idempotency_key])
         .returning(*JOBS.c)
     )
 
 
-_INSERT_QUEUED = _insert_queued()
+_INSERT_QUEUED = PerDialect(_insert_queued)
 
 
 def _create(
@@ -305,7 +305,7 @@ def _create(
         return same, False
     pending = pending_dependencies(new, conn)
     params = {**new_job_values(new, now), "blocked": bool(pending), "max_queued": max_queued}
-    row = conn.execute(_INSERT_QUEUED, params).mappings().first()
+    row = conn.execute(_INSERT_QUEUED(conn), params).mappings().first()
     if row is not None:
         job = job_from_row(row)
         write_dependencies(job.id, pending, conn)

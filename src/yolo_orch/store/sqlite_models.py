@@ -1,4 +1,4 @@
-"""The durable weights registry, on the `SQLiteDatabase` the job store uses (see `sqlite_db.py`):
+"""The durable weights registry, on the `Database` the job store uses (see `database.py`):
 its writes are ops in the same write queue as the jobs'."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from yolo_orch.errors import (
 )
 from yolo_orch.store.alias_tables import ALIASES
 from yolo_orch.store.base import ModelStore
+from yolo_orch.store.database import Database
 from yolo_orch.store.job_rows import ACTIVE
-from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.tables import (
     JOBS,
     MODELS,
@@ -35,7 +35,7 @@ from yolo_orch.store.tables import (
 
 
 class SQLiteModelStore(ModelStore):
-    def __init__(self, db: SQLiteDatabase) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     async def add(self, new: NewModel, now: datetime) -> tuple[Model, bool]:
@@ -95,7 +95,7 @@ class SQLiteModelStore(ModelStore):
         await self._db.write(op)
 
 
-# The ops (see `SQLiteDatabase.read` and `.write`).
+# The ops (see `Database.read` and `.write`).
 
 
 def _find(ref: str, conn: Connection) -> RowMapping:
