@@ -40,6 +40,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_models_name", "models", ["name"], unique=True)
     op.create_index("ix_models_sha256", "models", ["sha256"], unique=True)
+    _rowid_on_postgres("models")
     # SQLite cannot add a foreign key to a table in place, so batch mode copies `jobs`.
     last_seq = _last_jobs_seq()
     with _copying_jobs() as batch:
@@ -72,6 +73,13 @@ def downgrade() -> None:
 def _copying_jobs() -> Iterator[BatchOperations]:
     with op.batch_alter_table("jobs", table_kwargs={"sqlite_autoincrement": True}) as batch:
         yield batch
+
+
+def _rowid_on_postgres(table: str) -> None:
+    """The model store breaks ties in `created_at` by `rowid`, which every SQLite table has
+    (one above the largest so far, per insert): PostgreSQL's tables get such a column."""
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"ALTER TABLE {table} ADD COLUMN rowid BIGINT GENERATED ALWAYS AS IDENTITY")
 
 
 def _on_sqlite() -> bool:

@@ -41,6 +41,10 @@ def upgrade() -> None:
         sa.UniqueConstraint("model_id", "sha256", name="uq_model_variants_sha256"),
     )
     op.create_index("ix_model_variants_model_id", "model_variants", ["model_id"])
+    if op.get_bind().dialect.name == "postgresql":  # SQLite's implicit rowid (see 0002)
+        op.execute(
+            "ALTER TABLE model_variants ADD COLUMN rowid BIGINT GENERATED ALWAYS AS IDENTITY"
+        )
     op.create_index("ix_model_variants_job_id", "model_variants", ["job_id"])
 
 

@@ -48,7 +48,8 @@ class SQLiteModelStore(ModelStore):
         return model_from_row(row)
 
     async def list_models(self) -> list[Model]:
-        # rowid breaks ties in time: SQLite gives each new row one above the largest rowid.
+        # rowid breaks ties in time: SQLite gives each new row one above the largest rowid (and
+        # the migrations give PostgreSQL's tables such a column).
         stmt = select(MODELS).order_by(
             MODELS.c.created_at.desc(), literal_column("models.rowid").desc()
         )
