@@ -79,7 +79,8 @@ class PostgresCluster:
         if self._as_postgres:
             shutil.chown(self._root, "postgres", "postgres")
         # C collation: the stores compare text byte-wise (see store/postgres_db.py).
-        self._run("initdb", "-D", str(self._data), "-A", "trust", "-E", "UTF8", "--locale=C")
+        initdb = ["-D", str(self._data), "-A", "trust", "-E", "UTF8", "--locale=C"]
+        self._run("initdb", *initdb, *(() if self._fsync == "on" else ("--no-sync",)))
         options = f"-k {self._root} -p {self.port} -c listen_addresses=127.0.0.1"
         options += f" -c fsync={self._fsync}"
         log = str(self._root / "server.log")
@@ -91,20 +92,24 @@ class PostgresCluster:
                 self._run("pg_ctl", "-D", str(self._data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self._root, ignore_errors=True)
 
-    def new_database(self) -> str:
-        """A new empty database (a copy of `template` once it is set); its URL."""
+    def new_database(self, *, migrated: bool = True) -> str:
+        """A new database, a copy of `template` if it is set and `migrated`, else empty; its
+        URL."""
         name = f"test_{next(self._names)}"
-        template = f" TEMPLATE {self.template}" if self.template else ""
+        template = f" TEMPLATE {self.template}" if self.template and migrated else ""
         self.sql(f"CREATE DATABASE {name}{template}")
         return self.url(name)
 
-    def sql(self, statement: str, database: str = _ADMIN_DATABASE) -> None:
-        """Run one statement as the superuser (autocommit: CREATE DATABASE needs it)."""
+    def sql(self, statement: str, database: str = _ADMIN_DATABASE) -> object:
+        """Run one statement as the superuser (autocommit: CREATE DATABASE needs it); the first
+        column of its first row, if it returns rows."""
         import psycopg
 
         conninfo = f"host=127.0.0.1 port={self.port} user={self.user} dbname={database}"
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(statement.encode())
+            cursor = conn.execute(statement.encode())
+            row = cursor.fetchone() if cursor.description else None
+            return None if row is None else row[0]
 
     def server_log(self) -> str:
         path = self._root / "server.log"
