@@ -33,10 +33,10 @@ from yolo_orch.store.memory_aliases import InMemoryAliasStore
 from yolo_orch.store.memory_models import InMemoryModelStore
 from yolo_orch.store.outbox import NO_OUTBOX, WebhookOutbox
 from yolo_orch.store.outbox_memory import MemoryOutbox
-from yolo_orch.store.outbox_sqlite import SQLiteOutbox
-from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.outbox_sql import SqlOutbox
+from yolo_orch.store.sql_aliases import SqlAliasStore
+from yolo_orch.store.sql_jobs import SqlJobStore
+from yolo_orch.store.sql_models import SqlModelStore
 from yolo_orch.webhooks.deliverer import Deliverer, RetryPolicy, Signer
 from yolo_orch.webhooks.transport import webhook_client
 
@@ -72,8 +72,8 @@ async def open_stores(
     head = migrate.SCHEMA_REVISION
     at_head = lambda: migrate.current_revision(url) == head  # noqa: E731
     outbox = webhook_outbox(settings, db)
-    job_store = SQLiteJobStore(db, outbox or NO_OUTBOX)
-    return job_store, SQLiteModelStore(db), SQLiteAliasStore(db), at_head, outbox
+    job_store = SqlJobStore(db, outbox or NO_OUTBOX)
+    return job_store, SqlModelStore(db), SqlAliasStore(db), at_head, outbox
 
 
 def webhook_outbox(settings: Settings, db: Database | None) -> WebhookOutbox | None:
@@ -84,7 +84,7 @@ def webhook_outbox(settings: Settings, db: Database | None) -> WebhookOutbox | N
     every_s = settings.webhook_progress_every_s
     if db is None:
         return MemoryOutbox(routes, every_s)
-    return SQLiteOutbox(db, routes, progress_every_s=every_s)
+    return SqlOutbox(db, routes, progress_every_s=every_s)
 
 
 async def deliver_webhooks(

@@ -18,8 +18,8 @@ from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import ModelStore
 from yolo_orch.store.memory_aliases import InMemoryAliasStore
 from yolo_orch.store.memory_models import InMemoryModelStore
-from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.sql_aliases import SqlAliasStore
+from yolo_orch.store.sql_models import SqlModelStore
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         return
     url = await migrated_url(request.param, request, tmp_path)
     async with open_database(url) as db:
-        yield Stores(SQLiteAliasStore(db), SQLiteModelStore(db), durable=True)
+        yield Stores(SqlAliasStore(db), SqlModelStore(db), durable=True)
 
 
 def new_model(name: str, sha256: str) -> NewModel:

@@ -23,8 +23,8 @@ from yolo_orch.store.migrate import (
     upgrade_to_head,
 )
 from yolo_orch.store.schema import METADATA
+from yolo_orch.store.sql_reads import list_query
 from yolo_orch.store.sqlite_db import sync_url
-from yolo_orch.store.sqlite_reads import list_query
 from yolo_orch.testing.postgres import PostgresCluster
 
 
@@ -85,7 +85,7 @@ def test_0002_down_and_up_keeps_jobs_and_never_reuses_a_seq(tmp_path: Path) -> N
 
 
 QUEUE_QUERY = "SELECT id FROM jobs WHERE state = 'queued' ORDER BY priority DESC, seq LIMIT 8"
-"""What `SQLiteJobStore.next_queued` asks."""
+"""What `SqlJobStore.next_queued` asks."""
 
 
 def _plan_and_indexes(url: str) -> tuple[str, set[str]]:

@@ -26,8 +26,8 @@ from yolo_orch.errors import (
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
 from yolo_orch.store.memory_models import InMemoryModelStore
-from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.sql_jobs import SqlJobStore
+from yolo_orch.store.sql_models import SqlModelStore
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         return
     url = await migrated_url(request.param, request, tmp_path)
     async with open_database(url) as db:
-        yield Stores(SQLiteJobStore(db), SQLiteModelStore(db))
+        yield Stores(SqlJobStore(db), SqlModelStore(db))
 
 
 def new_model(name: str = "detector", sha256: str = "a" * 64, **changes: Any) -> NewModel:

@@ -15,7 +15,7 @@ from sqlalchemy.pool import NullPool
 
 from tests.support.stores import T0, add, open_database
 from yolo_orch.store.databases import engine_url
-from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sql_jobs import SqlJobStore
 from yolo_orch.store.tables import JOBS
 from yolo_orch.testing.postgres import PostgresCluster
 
@@ -29,7 +29,7 @@ async def test_two_stores_claiming_the_same_jobs_at_once_claim_each_once(
 ) -> None:
     url = postgres.new_database()
     async with open_database(url) as first_db, open_database(url) as second_db:
-        first, second = SQLiteJobStore(first_db), SQLiteJobStore(second_db)
+        first, second = SqlJobStore(first_db), SqlJobStore(second_db)
         jobs = [await add(first) for _ in range(JOBS_TO_CLAIM)]
 
         claims = await asyncio.gather(
@@ -55,7 +55,7 @@ async def test_an_answered_write_is_committed_for_every_connection(
     engine = create_engine(engine_url(url), poolclass=NullPool)
     try:
         async with open_database(url) as db:
-            store = SQLiteJobStore(db)
+            store = SqlJobStore(db)
             written = await asyncio.gather(*(add(store) for _ in range(20)))
             with engine.connect() as other:
                 ids = set(other.execute(select(JOBS.c.id)).scalars())

@@ -35,7 +35,7 @@ from yolo_orch.errors import (
 )
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.memory import InMemoryJobStore
-from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sql_jobs import SqlJobStore
 
 
 @pytest.fixture(params=ENGINES)
@@ -45,7 +45,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         return
     url = await migrated_url(request.param, request, tmp_path)
     async with open_database(url) as db:
-        yield SQLiteJobStore(db)
+        yield SqlJobStore(db)
 
 
 async def test_create_and_get_round_trip_every_field(store: JobStore) -> None:

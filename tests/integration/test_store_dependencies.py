@@ -28,8 +28,8 @@ from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
 from yolo_orch.store.memory_models import InMemoryModelStore
 from yolo_orch.store.outbox import Outbox
-from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.sql_jobs import SqlJobStore
+from yolo_orch.store.sql_models import SqlModelStore
 
 SUCCEEDED = Outcome(JobState.SUCCEEDED, result={"n": 1})
 FAILED = Outcome(JobState.FAILED, JobError("runtime_error", "boom"))
@@ -64,7 +64,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         return
     url = await migrated_url(request.param, request, tmp_path)
     async with open_database(url) as db:
-        yield outbox, SQLiteJobStore(db, outbox=outbox), SQLiteModelStore(db)
+        yield outbox, SqlJobStore(db, outbox=outbox), SqlModelStore(db)
 
 
 @pytest.fixture

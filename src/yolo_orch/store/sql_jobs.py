@@ -3,7 +3,7 @@ acknowledged write durable; SQLite or PostgreSQL, the same ops). Its ops use few
 (each costs SQLAlchemy's Python work on a thread that shares the GIL with the event loop):
 `create` is one `INSERT ... SELECT ... WHERE <room in the queue> AND <model usable> ON
 CONFLICT (idempotency_key) DO NOTHING RETURNING *`, and reads why only on the rare refusal;
-the dispatcher's writes (`sqlite_runs.py`) are single `UPDATE ... RETURNING`s built once."""
+the dispatcher's writes (`sql_runs.py`) are single `UPDATE ... RETURNING`s built once."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from yolo_orch.errors import (
     ModelNotFound,
     QueueFull,
 )
-from yolo_orch.store import sqlite_runs
+from yolo_orch.store import sql_runs
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.database import Database
 from yolo_orch.store.dialects import InsertFor, PerDialect
@@ -56,12 +56,12 @@ from yolo_orch.store.job_rows import (
     update_job,
 )
 from yolo_orch.store.outbox import NO_OUTBOX, Outbox
-from yolo_orch.store.sqlite_deps import (
+from yolo_orch.store.sql_deps import (
     pending_dependencies,
     release_dependents,
     write_dependencies,
 )
-from yolo_orch.store.sqlite_reads import aged_queue_head, list_query
+from yolo_orch.store.sql_reads import aged_queue_head, list_query
 from yolo_orch.store.tables import (
     JOB_COUNTS,
     JOB_DEPENDENCIES,
@@ -76,7 +76,7 @@ from yolo_orch.store.tables import (
 log = logging.getLogger(__name__)
 
 
-class SQLiteJobStore(JobStore):
+class SqlJobStore(JobStore):
     def __init__(self, db: Database, outbox: Outbox = NO_OUTBOX) -> None:
         self._db = db
         self._outbox = outbox
@@ -161,7 +161,7 @@ class SQLiteJobStore(JobStore):
         self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
     ) -> Job | None:
         job = await self._db.write(
-            functools.partial(sqlite_runs.claim, job_id, devices, now, model_id, self._outbox),
+            functools.partial(sql_runs.claim, job_id, devices, now, model_id, self._outbox),
             fails_clean=True,
             answer_before_fsync=True,  # no client is told; the run starts without waiting
         )
@@ -170,7 +170,7 @@ class SQLiteJobStore(JobStore):
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         recorded = await self._db.write(
-            functools.partial(sqlite_runs.set_progress, job_id, progress, self._outbox),
+            functools.partial(sql_runs.set_progress, job_id, progress, self._outbox),
             fails_clean=True,
             answer_before_fsync=True,
         )
@@ -178,14 +178,12 @@ class SQLiteJobStore(JobStore):
 
     async def switch_model(self, job_id: str, model_id: str) -> None:
         await self._db.write(
-            functools.partial(sqlite_runs.switch_model, job_id, model_id), fails_clean=True
+            functools.partial(sql_runs.switch_model, job_id, model_id), fails_clean=True
         )
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         job = await self._db.write(
-            functools.partial(
-                sqlite_runs.finish, job_id, outcome, now, self._outbox, self._released
-            ),
+            functools.partial(sql_runs.finish, job_id, outcome, now, self._outbox, self._released),
             fails_clean=True,
         )
         self._notify(True)
@@ -211,16 +209,14 @@ class SQLiteJobStore(JobStore):
         spared: frozenset[str] = frozenset(),
     ) -> list[Job]:
         jobs = await self._db.write(
-            functools.partial(
-                sqlite_runs.recover, now, drained, spared, self._outbox, self._released
-            )
+            functools.partial(sql_runs.recover, now, drained, spared, self._outbox, self._released)
         )
         self._notify(bool(jobs))
         return jobs
 
     async def requeue(self, job_id: str, now: datetime) -> Job:
         job = await self._db.write(
-            functools.partial(sqlite_runs.requeue, job_id, now, self._outbox, self._released)
+            functools.partial(sql_runs.requeue, job_id, now, self._outbox, self._released)
         )
         self._notify(True)
         return job

@@ -1,5 +1,6 @@
-"""The webhook outbox in SQLite: events inserted in the transaction of the change that made
-them (`webhook_events`), tries recorded in batches (`webhook_attempts`)."""
+"""The webhook outbox in the SQL database (SQLite or PostgreSQL): events inserted in the
+transaction of the change that made them (`webhook_events`), tries recorded in batches
+(`webhook_attempts`)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ _PENDING = (
 )
 
 
-class SQLiteOutbox(WebhookOutbox):
+class SqlOutbox(WebhookOutbox):
     def __init__(self, db: Database, routes: WebhookRoutes, *, progress_every_s: float) -> None:
         super().__init__(routes, progress_every_s)
         self._db = db

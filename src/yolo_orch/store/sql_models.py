@@ -34,7 +34,7 @@ from yolo_orch.store.tables import (
 )
 
 
-class SQLiteModelStore(ModelStore):
+class SqlModelStore(ModelStore):
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -57,7 +57,7 @@ class SQLiteModelStore(ModelStore):
         return [model_from_row(row) for row in rows]
 
     async def delete(self, ref: str, *, cascade: bool = False) -> Model:
-        # Check and delete share the write queue with `SQLiteJobStore.create`, so no job can be
+        # Check and delete share the write queue with `SqlJobStore.create`, so no job can be
         # queued for the model between them.
         return await self._db.write(functools.partial(_delete, ref, cascade))
 

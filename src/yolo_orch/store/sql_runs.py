@@ -24,7 +24,7 @@ from yolo_orch.store.job_rows import (
     update_job,
 )
 from yolo_orch.store.outbox import Outbox
-from yolo_orch.store.sqlite_deps import release_dependents
+from yolo_orch.store.sql_deps import release_dependents
 from yolo_orch.store.tables import JOB_RESULTS, JOBS, error_values, job_from_row
 
 

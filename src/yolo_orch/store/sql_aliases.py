@@ -1,6 +1,6 @@
 """The durable alias store, on the `Database` the job and model stores use: each move is one
 op in their write queue, so the alias's row and its history entry commit together, and a
-model's delete (`sqlite_models`) sees every alias committed before it."""
+model's delete (`sql_models`) sees every alias committed before it."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from yolo_orch.store.tables import MODELS
 _BY_NAME = (ALIASES.c.name, ALIASES.c.alias)
 
 
-class SQLiteAliasStore(AliasStore):
+class SqlAliasStore(AliasStore):
     def __init__(self, db: Database) -> None:
         self._db = db
 
