@@ -77,6 +77,23 @@ async def test_commits_wait_for_the_wal_flush_even_where_the_server_says_off(
     assert setting == "local"
 
 
+async def test_after_the_server_restarts_writes_and_reads_go_on(
+    postgres: PostgresCluster,
+) -> None:
+    """The write connection cut by the restart fails the one batch it was running (whether it
+    committed is not known to us, so it is not run again); the next batch reconnects, and the
+    read pool checks its connections before use."""
+    url = postgres.new_database()
+    async with open_database(url) as db:
+        store = SqlJobStore(db)
+        await add(store)
+        await asyncio.to_thread(postgres.restart)
+        with pytest.raises(OperationalError):
+            await add(store)
+        await add(store)
+        assert await store.count_queued() == 2
+
+
 async def test_a_read_only_server_is_not_writable(postgres: PostgresCluster) -> None:
     url = postgres.new_database()
     database = url.rsplit("/", 1)[1]

@@ -81,10 +81,18 @@ class PostgresCluster:
         # C collation: the stores compare text byte-wise (see store/postgres_db.py).
         initdb = ["-D", str(self._data), "-A", "trust", "-E", "UTF8", "--locale=C"]
         self._run("initdb", *initdb, *(() if self._fsync == "on" else ("--no-sync",)))
+        self._pg_ctl("start")
+
+    def restart(self) -> None:
+        """Stop the server (ending every connection) and start it again."""
+        self._pg_ctl("restart", "-m", "fast")
+
+    def _pg_ctl(self, action: str, *args: str) -> None:
         options = f"-k {self._root} -p {self.port} -c listen_addresses=127.0.0.1"
         options += f" -c fsync={self._fsync}"
+        # -l: the server's output to a file; a pipe of ours would keep `_run` waiting for it.
         log = str(self._root / "server.log")
-        self._run("pg_ctl", "-D", str(self._data), "-l", log, "-o", options, "-w", "start")
+        self._run("pg_ctl", "-D", str(self._data), "-l", log, "-o", options, "-w", *args, action)
 
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
