@@ -43,7 +43,7 @@ from yolo_orch.config import Settings
 from yolo_orch.domain import QueueOrder
 from yolo_orch.ops.clock import utcnow
 from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sql_jobs import SqlJobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.testing import Server
 
@@ -220,7 +220,7 @@ async def _pick_ms(path: Path) -> tuple[float, float]:
     db = SQLiteDatabase(f"sqlite+aiosqlite:///{path}")
     await db.open()
     try:
-        store = SQLiteJobStore(db)
+        store = SqlJobStore(db)
         samples = []
         for _ in range(REPEATS * 5):
             order = QueueOrder(utcnow(), AGING_PER_MINUTE, max_gpus=LANES)

@@ -1,4 +1,5 @@
-"""Alembic environment: a sync engine on the app's SQLite database (see `store/migrate.py`)."""
+"""Alembic environment: a sync engine on the app's database, SQLite or PostgreSQL (see
+`store/migrate.py`); one history for both."""
 
 from __future__ import annotations
 
@@ -6,15 +7,15 @@ from alembic import context
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
+from yolo_orch.store.databases import engine_url
 from yolo_orch.store.schema import METADATA
-from yolo_orch.store.sqlite_db import sync_url
 
 config = context.config
 target_metadata = METADATA
 database_url = config.get_main_option("sqlalchemy.url")
 if database_url is None:
     raise RuntimeError("set sqlalchemy.url; yolo_orch.store.migrate.alembic_config does")
-url = sync_url(database_url)
+url = engine_url(database_url)
 
 if context.is_offline_mode():
     # `alembic upgrade --sql`: print the SQL for review instead of running it.
@@ -25,9 +26,12 @@ else:
     engine = create_engine(url, poolclass=NullPool)
     try:
         with engine.connect() as connection:
-            # SQLite alters most tables by copying them; batch mode does that for us.
+            # SQLite alters most tables by copying them; batch mode does that for us (on
+            # PostgreSQL, batch operations are plain ALTER TABLEs).
             context.configure(
-                connection=connection, target_metadata=target_metadata, render_as_batch=True
+                connection=connection,
+                target_metadata=target_metadata,
+                render_as_batch=connection.dialect.name == "sqlite",
             )
             with context.begin_transaction():
                 context.run_migrations()

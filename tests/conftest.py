@@ -15,7 +15,11 @@ from yolo_orch.config import MEMORY_DATABASE_URL, Settings
 from yolo_orch.testing import TERMINAL_STATES
 
 # Live-camera fixtures and a real Label Studio (`label_studio`), shared by every tier.
-pytest_plugins = ["tests.support.stream_sources", "tests.support.label_studio"]
+pytest_plugins = [
+    "tests.support.stream_sources",
+    "tests.support.label_studio",
+    "tests.support.postgres",
+]
 
 TIERS = frozenset({"unit", "integration", "acceptance", "proof"})
 """The folders under tests/ that are tiers: each test is marked with its folder's name, so that

@@ -21,7 +21,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_table(
         "jobs",
-        sa.Column("seq", sa.Integer(), nullable=False),
+        sa.Column("seq", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), nullable=False),
         sa.Column("id", sa.String(), nullable=False),
         sa.Column("kind", sa.String(), nullable=False),
         sa.Column("state", sa.String(), nullable=False),

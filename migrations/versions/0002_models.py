@@ -26,7 +26,9 @@ def upgrade() -> None:
         sa.Column("id", sa.String(), nullable=False),
         sa.Column("name", sa.String(), nullable=False),
         sa.Column("sha256", sa.String(), nullable=False),
-        sa.Column("size_bytes", sa.Integer(), nullable=False),
+        sa.Column(
+            "size_bytes", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), nullable=False
+        ),
         sa.Column("task", sa.String(), nullable=False),
         sa.Column("class_names", sa.JSON(), nullable=False),
         sa.Column("source", sa.String(), nullable=False),
@@ -38,6 +40,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_models_name", "models", ["name"], unique=True)
     op.create_index("ix_models_sha256", "models", ["sha256"], unique=True)
+    _rowid_on_postgres("models")
     # SQLite cannot add a foreign key to a table in place, so batch mode copies `jobs`.
     last_seq = _last_jobs_seq()
     with _copying_jobs() as batch:
@@ -72,7 +75,22 @@ def _copying_jobs() -> Iterator[BatchOperations]:
         yield batch
 
 
+def _rowid_on_postgres(table: str) -> None:
+    """The model store breaks ties in `created_at` by `rowid`, which every SQLite table has
+    (one above the largest so far, per insert): PostgreSQL's tables get such a column."""
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute(f"ALTER TABLE {table} ADD COLUMN rowid BIGINT GENERATED ALWAYS AS IDENTITY")
+
+
+def _on_sqlite() -> bool:
+    return op.get_bind().dialect.name == "sqlite"
+
+
 def _last_jobs_seq() -> int | None:
+    # SQLite's table copy (batch mode) loses the AUTOINCREMENT counter; PostgreSQL alters the
+    # table in place and its sequence goes on.
+    if not _on_sqlite():
+        return None
     query = sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'")
     last: int | None = op.get_bind().scalar(query)
     return last

@@ -40,6 +40,48 @@ _TRIGGERS = {
     ),
 }
 
+_PG_FUNCTION = """
+CREATE FUNCTION jobs_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        UPDATE job_counts SET count = count - 1 WHERE state = OLD.state AND kind = OLD.kind;
+    END IF;
+    IF TG_OP IN ('UPDATE', 'INSERT') THEN
+        INSERT INTO job_counts (state, kind, count) VALUES (NEW.state, NEW.kind, 1)
+        ON CONFLICT (state, kind) DO UPDATE SET count = job_counts.count + 1;
+    END IF;
+    RETURN NULL;
+END
+$$
+"""
+"""PostgreSQL's triggers run a function: one for the three, as the SQLite bodies above do."""
+_PG_TRIGGERS = {
+    "jobs_counted_on_insert": "AFTER INSERT ON jobs FOR EACH ROW",
+    "jobs_counted_on_delete": "AFTER DELETE ON jobs FOR EACH ROW",
+    "jobs_counted_on_update": (
+        "AFTER UPDATE OF state, kind ON jobs FOR EACH ROW"
+        " WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.kind IS DISTINCT FROM NEW.kind)"
+    ),
+}
+
+
+def _create_triggers() -> None:
+    if op.get_bind().dialect.name != "postgresql":
+        for name, body in _TRIGGERS.items():
+            op.execute(f"CREATE TRIGGER {name} {body}")
+        return
+    op.execute(_PG_FUNCTION)
+    for name, when in _PG_TRIGGERS.items():
+        op.execute(f"CREATE TRIGGER {name} {when} EXECUTE FUNCTION jobs_counted()")
+
+
+def _drop_triggers() -> None:
+    postgres = op.get_bind().dialect.name == "postgresql"
+    for name in _TRIGGERS:
+        op.execute(f"DROP TRIGGER {name} ON jobs" if postgres else f"DROP TRIGGER {name}")
+    if postgres:
+        op.execute("DROP FUNCTION jobs_counted()")
+
 
 def upgrade() -> None:
     op.create_table(
@@ -54,8 +96,7 @@ def upgrade() -> None:
         "INSERT INTO job_counts (state, kind, count)"
         " SELECT state, kind, count(*) FROM jobs GROUP BY state, kind"
     )
-    for name, body in _TRIGGERS.items():
-        op.execute(f"CREATE TRIGGER {name} {body}")
+    _create_triggers()
     op.create_index("ix_jobs_state_kind_seq", "jobs", ["state", "kind", "seq"])
     op.create_index("ix_jobs_finished_at", "jobs", ["finished_at"])
 
@@ -63,6 +104,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_jobs_finished_at", table_name="jobs")
     op.drop_index("ix_jobs_state_kind_seq", table_name="jobs")
-    for name in _TRIGGERS:
-        op.execute(f"DROP TRIGGER {name}")
+    _drop_triggers()
     op.drop_table("job_counts")

@@ -26,7 +26,9 @@ def upgrade() -> None:
         sa.Column("model_id", sa.String(), nullable=False),
         sa.Column("format", sa.String(), nullable=False),
         sa.Column("sha256", sa.String(), nullable=False),
-        sa.Column("size_bytes", sa.Integer(), nullable=False),
+        sa.Column(
+            "size_bytes", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), nullable=False
+        ),
         sa.Column("files", sa.JSON(), nullable=False),
         sa.Column("lineage", sa.JSON(), nullable=False),
         sa.Column("source", sa.String(), nullable=False),
@@ -39,6 +41,10 @@ def upgrade() -> None:
         sa.UniqueConstraint("model_id", "sha256", name="uq_model_variants_sha256"),
     )
     op.create_index("ix_model_variants_model_id", "model_variants", ["model_id"])
+    if op.get_bind().dialect.name == "postgresql":  # SQLite's implicit rowid (see 0002)
+        op.execute(
+            "ALTER TABLE model_variants ADD COLUMN rowid BIGINT GENERATED ALWAYS AS IDENTITY"
+        )
     op.create_index("ix_model_variants_job_id", "model_variants", ["job_id"])
 
 

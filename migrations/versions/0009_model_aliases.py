@@ -33,7 +33,7 @@ def upgrade() -> None:
     op.create_index("ix_model_aliases_model_id", "model_aliases", ["model_id"])
     op.create_table(
         "model_alias_history",
-        sa.Column("seq", sa.Integer(), nullable=False),
+        sa.Column("seq", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), nullable=False),
         sa.Column("name", sa.String(), nullable=False),
         sa.Column("alias", sa.String(), nullable=False),
         sa.Column("from_model_id", sa.String(), nullable=True),

@@ -22,7 +22,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.create_table(
         "webhook_events",
-        sa.Column("seq", sa.Integer(), nullable=False),
+        sa.Column("seq", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), nullable=False),
         sa.Column("id", sa.String(), nullable=False),
         sa.Column("job_id", sa.String(), nullable=False),
         sa.Column("url", sa.String(), nullable=False),
@@ -40,7 +40,7 @@ def upgrade() -> None:
     op.create_index("ix_webhook_events_state_next_at", "webhook_events", ["state", "next_at"])
     op.create_table(
         "webhook_attempts",
-        sa.Column("seq", sa.Integer(), nullable=False),
+        sa.Column("seq", sa.Integer().with_variant(sa.BigInteger(), "postgresql"), nullable=False),
         sa.Column("event_id", sa.String(), nullable=False),
         sa.Column("job_id", sa.String(), nullable=False),
         sa.Column("at", sa.String(), nullable=False),

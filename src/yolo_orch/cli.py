@@ -409,11 +409,11 @@ def _migrate(settings: Settings) -> int:
         print("yolo-orch: an in-memory database has no schema to migrate", file=sys.stderr)
         return 2
     try:
-        upgrade_to_head(settings.sqlite_url)
+        upgrade_to_head(settings.store_url)
     except Exception as exc:  # alembic's and the database's errors, said plainly
         print(f"yolo-orch: migration failed: {exc}", file=sys.stderr)
         return 1
-    print(f"database at revision {current_revision(settings.sqlite_url)}")
+    print(f"database at revision {current_revision(settings.store_url)}")
     return 0
 
 

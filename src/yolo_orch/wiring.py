@@ -26,16 +26,17 @@ from yolo_orch.runners.dataset_capture import CaptureTarget, CaptureWriter
 from yolo_orch.store import migrate
 from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import JobStore, ModelStore
+from yolo_orch.store.database import Database
+from yolo_orch.store.databases import database_for
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
 from yolo_orch.store.memory_aliases import InMemoryAliasStore
 from yolo_orch.store.memory_models import InMemoryModelStore
 from yolo_orch.store.outbox import NO_OUTBOX, WebhookOutbox
 from yolo_orch.store.outbox_memory import MemoryOutbox
-from yolo_orch.store.outbox_sqlite import SQLiteOutbox
-from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
-from yolo_orch.store.sqlite_db import SQLiteDatabase
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.outbox_sql import SqlOutbox
+from yolo_orch.store.sql_aliases import SqlAliasStore
+from yolo_orch.store.sql_jobs import SqlJobStore
+from yolo_orch.store.sql_models import SqlModelStore
 from yolo_orch.webhooks.deliverer import Deliverer, RetryPolicy, Signer
 from yolo_orch.webhooks.transport import webhook_client
 
@@ -44,37 +45,38 @@ log = logging.getLogger(__name__)
 
 def storage_places(settings: Settings) -> dict[str, Path]:
     places = {"data_dir": settings.data_dir, "models_dir": settings.models_dir}
-    if settings.database_url != MEMORY_DATABASE_URL:
-        places["database"] = Path(settings.sqlite_url.removeprefix(SQLITE_URL_PREFIX)).parent
+    if settings.store_url.startswith(SQLITE_URL_PREFIX):  # PostgreSQL's are the server's
+        places["database"] = Path(settings.store_url.removeprefix(SQLITE_URL_PREFIX)).parent
     return places
 
 
 async def open_stores(
     settings: Settings, stack: AsyncExitStack
 ) -> tuple[JobStore, ModelStore, AliasStore, Callable[[], bool], WebhookOutbox | None]:
-    """The job, model and alias stores on one shared database, closed once by `stack`."""
+    """The job, model and alias stores on one shared database (in memory, SQLite or
+    PostgreSQL: the durable stores run the same ops on either), closed once by `stack`."""
     if settings.database_url == MEMORY_DATABASE_URL:
         memory = InMemoryDatabase()
         models = InMemoryModelStore(memory)
         outbox = webhook_outbox(settings, None)
         jobs = InMemoryJobStore(memory, outbox or NO_OUTBOX)
         return jobs, models, InMemoryAliasStore(models), lambda: True, outbox
-    url = settings.sqlite_url
+    url = settings.store_url
     before = await anyio.to_thread.run_sync(migrate.current_revision, url)
     if before != migrate.SCHEMA_REVISION:  # else alembic has nothing to do: skip importing it
         await anyio.to_thread.run_sync(migrate.upgrade_to_head, url)
         log.info("database schema migrated from %s to %s", before, migrate.SCHEMA_REVISION)
-    db = SQLiteDatabase(url)
+    db = database_for(url)
     await db.open()
     stack.push_async_callback(db.close)
     head = migrate.SCHEMA_REVISION
     at_head = lambda: migrate.current_revision(url) == head  # noqa: E731
     outbox = webhook_outbox(settings, db)
-    job_store = SQLiteJobStore(db, outbox or NO_OUTBOX)
-    return job_store, SQLiteModelStore(db), SQLiteAliasStore(db), at_head, outbox
+    job_store = SqlJobStore(db, outbox or NO_OUTBOX)
+    return job_store, SqlModelStore(db), SqlAliasStore(db), at_head, outbox
 
 
-def webhook_outbox(settings: Settings, db: SQLiteDatabase | None) -> WebhookOutbox | None:
+def webhook_outbox(settings: Settings, db: Database | None) -> WebhookOutbox | None:
     """Where the job stores keep webhook events; None when webhooks are off (no secret)."""
     if not settings.webhook_secrets:
         return None
@@ -82,7 +84,7 @@ def webhook_outbox(settings: Settings, db: SQLiteDatabase | None) -> WebhookOutb
     every_s = settings.webhook_progress_every_s
     if db is None:
         return MemoryOutbox(routes, every_s)
-    return SQLiteOutbox(db, routes, progress_every_s=every_s)
+    return SqlOutbox(db, routes, progress_every_s=every_s)
 
 
 async def deliver_webhooks(

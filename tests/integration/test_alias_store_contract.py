@@ -3,7 +3,6 @@ only to a model that exists, each move is recorded with it, and a model an alias
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -11,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.stores import T0, open_sqlite, sqlite_url
+from tests.support.postgres import ENGINES, migrated_url
+from tests.support.stores import T0, open_database
 from yolo_orch.domain import Model, NewModel
 from yolo_orch.errors import AliasMoved, AliasNotFound, ModelHasAliases, ModelNotFound
 from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import ModelStore
 from yolo_orch.store.memory_aliases import InMemoryAliasStore
 from yolo_orch.store.memory_models import InMemoryModelStore
-from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite_aliases import SQLiteAliasStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.sql_aliases import SqlAliasStore
+from yolo_orch.store.sql_models import SqlModelStore
 
 
 @dataclass(frozen=True)
@@ -30,16 +29,15 @@ class Stores:
     durable: bool
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=ENGINES)
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     if request.param == "memory":
         models = InMemoryModelStore()
         yield Stores(InMemoryAliasStore(models), models, durable=False)
         return
-    url = sqlite_url(tmp_path)
-    await asyncio.to_thread(upgrade_to_head, url)
-    async with open_sqlite(url) as db:
-        yield Stores(SQLiteAliasStore(db), SQLiteModelStore(db), durable=True)
+    url = await migrated_url(request.param, request, tmp_path)
+    async with open_database(url) as db:
+        yield Stores(SqlAliasStore(db), SqlModelStore(db), durable=True)
 
 
 def new_model(name: str, sha256: str) -> NewModel:

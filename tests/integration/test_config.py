@@ -25,7 +25,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_defaults_serve_on_a_fresh_machine() -> None:
     settings = load_settings()
     assert settings.data_dir == Path.cwd() / "var"
-    assert settings.sqlite_url == f"sqlite+aiosqlite:///{Path.cwd() / 'var' / 'yolo-orch.db'}"
+    assert settings.store_url == f"sqlite+aiosqlite:///{Path.cwd() / 'var' / 'yolo-orch.db'}"
     assert (settings.host, settings.port) == ("127.0.0.1", 8000)
     assert settings.runtime == "auto"
     assert settings.lanes == []
@@ -172,7 +172,7 @@ def test_relative_folders_from_the_environment_are_taken_against_the_working_dir
     assert settings.data_roots == [tmp_path / "images", Path("/srv/absolute")]
     assert settings.model_roots == [tmp_path / "weights" / ".." / "weights"]  # no link resolved
     assert settings.shared_data_roots == [tmp_path / "images"]
-    assert settings.sqlite_url == f"sqlite+aiosqlite:///{tmp_path / 'state' / 'yolo-orch.db'}"
+    assert settings.store_url == f"sqlite+aiosqlite:///{tmp_path / 'state' / 'yolo-orch.db'}"
     assert settings.lock_files == [tmp_path / "state" / "yolo-orch.lock"]
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.stores import ROOMY, T0, new_job, open_sqlite, sqlite_url
+from tests.support.postgres import ENGINES, migrated_url
+from tests.support.stores import ROOMY, T0, new_job, open_database
 from yolo_orch.domain import JobFilter, JobState, Model, NewModel, Outcome
 from yolo_orch.domain.variants import ExportFormat, Lineage, NewVariant
 from yolo_orch.errors import (
@@ -25,9 +26,8 @@ from yolo_orch.errors import (
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
 from yolo_orch.store.memory_models import InMemoryModelStore
-from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.sql_jobs import SqlJobStore
+from yolo_orch.store.sql_models import SqlModelStore
 
 
 @dataclass(frozen=True)
@@ -36,16 +36,15 @@ class Stores:
     models: ModelStore
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=ENGINES)
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     if request.param == "memory":
         memory = InMemoryDatabase()
         yield Stores(InMemoryJobStore(memory), InMemoryModelStore(memory))
         return
-    url = sqlite_url(tmp_path)
-    await asyncio.to_thread(upgrade_to_head, url)
-    async with open_sqlite(url) as db:
-        yield Stores(SQLiteJobStore(db), SQLiteModelStore(db))
+    url = await migrated_url(request.param, request, tmp_path)
+    async with open_database(url) as db:
+        yield Stores(SqlJobStore(db), SqlModelStore(db))
 
 
 def new_model(name: str = "detector", sha256: str = "a" * 64, **changes: Any) -> NewModel:

@@ -19,7 +19,7 @@ from tests.support.stores import ROOMY, T0, add, new_job, open_sqlite, running, 
 from yolo_orch.domain import Job, JobFilter, JobState, Outcome, Progress
 from yolo_orch.errors import JobNotFound, QueueFull
 from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sql_jobs import SqlJobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase, sync_url
 from yolo_orch.store.tables import JOBS, new_job_values
 
@@ -28,7 +28,7 @@ async def test_sqlite_survives_500_concurrent_mixed_operations(tmp_path: Path) -
     url = sqlite_url(tmp_path)
     await asyncio.to_thread(upgrade_to_head, url)
     async with open_sqlite(url) as db:
-        store = SQLiteJobStore(db)
+        store = SqlJobStore(db)
         seeded = [await add(store) for _ in range(100)]
         operations = [
             *(store.create(new_job(), max_queued=ROOMY, now=T0) for _ in range(200)),
@@ -51,7 +51,7 @@ async def test_sqlite_data_survives_a_restart(tmp_path: Path) -> None:
     url = sqlite_url(tmp_path)
     await asyncio.to_thread(upgrade_to_head, url)
     async with open_sqlite(url) as db:
-        before = SQLiteJobStore(db)
+        before = SqlJobStore(db)
         job = await running(before, idempotency_key="key", request_fingerprint="fp")
         await before.set_progress(job.id, Progress(1, 2, "image"))
         finished = await before.finish(
@@ -60,7 +60,7 @@ async def test_sqlite_data_survives_a_restart(tmp_path: Path) -> None:
         queued = await add(before)
 
     async with open_sqlite(url) as db:
-        after = SQLiteJobStore(db)
+        after = SqlJobStore(db)
         assert await after.get(job.id) == finished
         assert await after.get(queued.id) == queued
         assert [job.id for job in await after.next_queued(limit=10)] == [queued.id]
@@ -104,7 +104,7 @@ async def test_sqlite_writes_waiting_together_share_one_transaction(
 
 
 async def test_sqlite_a_domain_error_undoes_only_its_own_write(sqlite_db: SQLiteDatabase) -> None:
-    store = SQLiteJobStore(sqlite_db)
+    store = SqlJobStore(sqlite_db)
 
     results = await asyncio.gather(
         store.create(new_job(), max_queued=ROOMY, now=T0),
@@ -122,7 +122,7 @@ async def test_sqlite_a_domain_error_undoes_only_its_own_write(sqlite_db: SQLite
 async def test_sqlite_a_refusal_without_a_savepoint_leaves_its_batch_whole(
     sqlite_db: SQLiteDatabase,
 ) -> None:
-    store = SQLiteJobStore(sqlite_db)
+    store = SqlJobStore(sqlite_db)
     first = await store.create(new_job(), max_queued=ROOMY, now=T0)
 
     results = await asyncio.gather(  # creates are written without savepoints (fails_clean)
@@ -141,7 +141,7 @@ async def test_sqlite_a_refusal_without_a_savepoint_leaves_its_batch_whole(
 async def test_sqlite_an_unexpected_error_fails_only_its_own_write(
     sqlite_db: SQLiteDatabase,
 ) -> None:
-    store = SQLiteJobStore(sqlite_db)
+    store = SqlJobStore(sqlite_db)
 
     results = await asyncio.gather(
         store.create(new_job(), max_queued=ROOMY, now=T0),
@@ -159,7 +159,7 @@ async def test_sqlite_an_unexpected_error_fails_only_its_own_write(
 async def test_sqlite_cancelled_callers_never_leave_the_write_lock_held(
     sqlite_db: SQLiteDatabase, tmp_path: Path
 ) -> None:
-    store = SQLiteJobStore(sqlite_db)
+    store = SqlJobStore(sqlite_db)
     job = await running(store)
     calls = [
         lambda: store.create(new_job(), max_queued=ROOMY, now=T0),
@@ -190,7 +190,7 @@ async def test_sqlite_a_read_whose_caller_went_away_and_then_failed_logs_nothing
     sqlite_db: SQLiteDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started, release, ended = threading.Event(), threading.Event(), threading.Event()
-    from yolo_orch.store import sqlite_db as sqlite_module
+    from yolo_orch.store import database as sqlite_module
 
     real = sqlite_module._run_read
 
@@ -206,7 +206,7 @@ async def test_sqlite_a_read_whose_caller_went_away_and_then_failed_logs_nothing
     unhandled: list[dict[str, Any]] = []
     asyncio.get_running_loop().set_exception_handler(lambda _, context: unhandled.append(context))
 
-    caller = asyncio.create_task(SQLiteJobStore(sqlite_db).get("deleted-meanwhile"))
+    caller = asyncio.create_task(SqlJobStore(sqlite_db).get("deleted-meanwhile"))
     await asyncio.to_thread(started.wait, 10)
     caller.cancel()  # as an event stream's client going away during a retention sweep
     with pytest.raises(asyncio.CancelledError):
@@ -219,7 +219,7 @@ async def test_sqlite_a_read_whose_caller_went_away_and_then_failed_logs_nothing
 
     assert unhandled == []
     with pytest.raises(JobNotFound):  # and reads go on as ever
-        await SQLiteJobStore(sqlite_db).get("deleted-meanwhile")
+        await SqlJobStore(sqlite_db).get("deleted-meanwhile")
 
 
 class _DiesOnce:
@@ -228,7 +228,7 @@ class _DiesOnce:
     later batches run normally."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from yolo_orch.store import sqlite_db as sqlite_module
+        from yolo_orch.store import database as sqlite_module
 
         self._real = sqlite_module._run_batch
         self._started = threading.Event()

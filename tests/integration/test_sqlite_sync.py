@@ -15,7 +15,7 @@ import pytest
 from yolo_orch.domain import JobKind, JobState, NewJob
 from yolo_orch.store import sqlite_db
 from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sql_jobs import SqlJobStore
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 
 T0 = datetime(2025, 1, 2, tzinfo=UTC)
@@ -71,7 +71,7 @@ class HeldSyncs:
 @pytest.fixture
 async def held(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[SQLiteJobStore, HeldSyncs]]:
+) -> AsyncIterator[tuple[SqlJobStore, HeldSyncs]]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'jobs.sqlite'}"
     await asyncio.to_thread(upgrade_to_head, url)
     syncs = HeldSyncs(sqlite_db._sync)
@@ -79,7 +79,7 @@ async def held(
     db = SQLiteDatabase(url)
     await db.open()
     try:
-        yield SQLiteJobStore(db), syncs
+        yield SqlJobStore(db), syncs
     finally:
         syncs.release_all()
         await db.close()
@@ -95,7 +95,7 @@ async def until(condition: Callable[[], bool | Awaitable[bool]]) -> None:
 
 
 async def test_a_write_is_answered_after_the_sync_and_a_claim_at_its_commit(
-    held: tuple[SQLiteJobStore, HeldSyncs],
+    held: tuple[SqlJobStore, HeldSyncs],
 ) -> None:
     store, syncs = held
     syncs.release(1)
@@ -116,7 +116,7 @@ async def test_a_write_is_answered_after_the_sync_and_a_claim_at_its_commit(
 
 
 async def test_a_commit_made_during_a_sync_waits_for_the_next_one(
-    held: tuple[SQLiteJobStore, HeldSyncs],
+    held: tuple[SqlJobStore, HeldSyncs],
 ) -> None:
     store, syncs = held
     first = asyncio.create_task(store.create(new_job(), max_queued=ROOMY, now=T0))
@@ -135,7 +135,7 @@ async def test_a_commit_made_during_a_sync_waits_for_the_next_one(
 
 
 async def test_a_failed_fsync_fails_the_writes_waiting_for_it_and_the_next_ones_go_on(
-    held: tuple[SQLiteJobStore, HeldSyncs],
+    held: tuple[SqlJobStore, HeldSyncs],
 ) -> None:
     store, syncs = held
     syncs.fail_next = OSError(5, "Input/output error")
@@ -148,7 +148,7 @@ async def test_a_failed_fsync_fails_the_writes_waiting_for_it_and_the_next_ones_
     assert created
 
 
-async def _queued(store: SQLiteJobStore, count: int) -> bool:
+async def _queued(store: SqlJobStore, count: int) -> bool:
     return await store.count_queued() == count
 
 
@@ -164,7 +164,7 @@ async def test_a_database_not_in_wal_mode_keeps_fsyncing_in_its_commits(
     db = SQLiteDatabase(url)
     await db.open()
     try:
-        _, created = await SQLiteJobStore(db).create(new_job(), max_queued=ROOMY, now=T0)
+        _, created = await SqlJobStore(db).create(new_job(), max_queued=ROOMY, now=T0)
         synchronous = await db.write(
             lambda conn: conn.exec_driver_sql("PRAGMA synchronous").scalar()
         )

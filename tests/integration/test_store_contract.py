@@ -1,4 +1,5 @@
-"""One contract for every `JobStore`: the in-memory fake must behave as the SQLite store does."""
+"""One contract for every `JobStore`: the in-memory fake must behave as the durable store does,
+on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.stores import ROOMY, T0, add, new_job, open_sqlite, running, sqlite_url
+from tests.support.postgres import ENGINES, migrated_url
+from tests.support.stores import ROOMY, T0, add, new_job, open_database, running
 from yolo_orch.domain import (
     Job,
     JobError,
@@ -33,19 +35,17 @@ from yolo_orch.errors import (
 )
 from yolo_orch.store.base import JobStore
 from yolo_orch.store.memory import InMemoryJobStore
-from yolo_orch.store.migrate import upgrade_to_head
-from yolo_orch.store.sqlite import SQLiteJobStore
+from yolo_orch.store.sql_jobs import SqlJobStore
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=ENGINES)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[JobStore]:
     if request.param == "memory":
         yield InMemoryJobStore()
         return
-    url = sqlite_url(tmp_path)
-    await asyncio.to_thread(upgrade_to_head, url)
-    async with open_sqlite(url) as db:
-        yield SQLiteJobStore(db)
+    url = await migrated_url(request.param, request, tmp_path)
+    async with open_database(url) as db:
+        yield SqlJobStore(db)
 
 
 async def test_create_and_get_round_trip_every_field(store: JobStore) -> None:

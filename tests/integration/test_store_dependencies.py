@@ -4,7 +4,6 @@ all or nothing, unique keys, models resolved at the claim, and the outbox told o
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -13,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.stores import ROOMY, T0, add, new_job, open_sqlite, running, sqlite_url
+from tests.support.postgres import ENGINES, migrated_url
+from tests.support.stores import ROOMY, T0, add, new_job, open_database, running
 from yolo_orch.domain import Job, JobError, JobFilter, JobState, NewModel, Outcome
 from yolo_orch.domain.chains import Dependency
 from yolo_orch.domain.webhooks import WebhookEvent
@@ -27,10 +27,9 @@ from yolo_orch.errors import (
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
 from yolo_orch.store.memory_models import InMemoryModelStore
-from yolo_orch.store.migrate import upgrade_to_head
 from yolo_orch.store.outbox import Outbox
-from yolo_orch.store.sqlite import SQLiteJobStore
-from yolo_orch.store.sqlite_models import SQLiteModelStore
+from yolo_orch.store.sql_jobs import SqlJobStore
+from yolo_orch.store.sql_models import SqlModelStore
 
 SUCCEEDED = Outcome(JobState.SUCCEEDED, result={"n": 1})
 FAILED = Outcome(JobState.FAILED, JobError("runtime_error", "boom"))
@@ -56,17 +55,16 @@ class Recording(Outbox):
 Stores = tuple[Recording, JobStore, ModelStore]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=ENGINES)
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stores]:
     outbox = Recording()
     if request.param == "memory":
         memory = InMemoryDatabase()
         yield outbox, InMemoryJobStore(memory, outbox=outbox), InMemoryModelStore(memory)
         return
-    url = sqlite_url(tmp_path)
-    await asyncio.to_thread(upgrade_to_head, url)
-    async with open_sqlite(url) as db:
-        yield outbox, SQLiteJobStore(db, outbox=outbox), SQLiteModelStore(db)
+    url = await migrated_url(request.param, request, tmp_path)
+    async with open_database(url) as db:
+        yield outbox, SqlJobStore(db, outbox=outbox), SqlModelStore(db)
 
 
 @pytest.fixture

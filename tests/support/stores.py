@@ -1,4 +1,4 @@
-"""What the store tests share: jobs to store, and a SQLite database to keep them in."""
+"""What the store tests share: jobs to store, and a database to keep them in."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 
 from yolo_orch.domain import Job, JobKind, NewJob
 from yolo_orch.store.base import JobStore
+from yolo_orch.store.database import Database
+from yolo_orch.store.databases import database_for
 from yolo_orch.store.sqlite_db import SQLiteDatabase
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -20,6 +22,17 @@ ROOMY = 1_000
 
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'db' / 'jobs.sqlite'}"
+
+
+@asynccontextmanager
+async def open_database(url: str) -> AsyncIterator[Database]:
+    """The database `url` names (SQLite or PostgreSQL), open."""
+    db = database_for(url)
+    await db.open()
+    try:
+        yield db
+    finally:
+        await db.close()
 
 
 @asynccontextmanager

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from yolo_orch import __version__
 from yolo_orch.api.deps import Services
-from yolo_orch.config import MEMORY_DATABASE_URL, SQLITE_URL_PREFIX, Settings
+from yolo_orch.config import MEMORY_DATABASE_URL, Settings, shown_database_url
 from yolo_orch.setting_hints import env_var
 
 
@@ -71,7 +71,7 @@ def startup_banner(services: Services, url: str, open_files: OpenFiles) -> str:
 def _database(settings: Settings) -> str:
     if settings.database_url == MEMORY_DATABASE_URL:
         return "in memory (nothing survives a restart)"
-    return settings.sqlite_url.removeprefix(SQLITE_URL_PREFIX)
+    return shown_database_url(settings.store_url)
 
 
 def _folders(paths: list[Path], name: str) -> str:

@@ -51,6 +51,7 @@ from yolo_orch.setting_hints import ENV_PREFIX, set_setting
 CONFIG_ENV_VAR = "YOLO_ORCH_CONFIG"
 MEMORY_DATABASE_URL = "memory://"
 SQLITE_URL_PREFIX = "sqlite+aiosqlite:///"
+POSTGRES_URL_PREFIX = "postgresql+psycopg://"
 
 
 class Settings(
@@ -142,10 +143,12 @@ class Settings(
     @model_validator(mode="after")
     def _check_database_url(self) -> Settings:
         url = self.database_url
-        if url and url != MEMORY_DATABASE_URL and not url.startswith(SQLITE_URL_PREFIX):
+        durable = (SQLITE_URL_PREFIX, POSTGRES_URL_PREFIX)
+        if url and url != MEMORY_DATABASE_URL and not url.startswith(durable):
             raise ValueError(
-                f"database_url {url!r}: use sqlite+aiosqlite:///PATH, {MEMORY_DATABASE_URL}, or "
-                "leave it empty for {data_dir}/yolo-orch.db: "
+                f"database_url {_without_password(url)!r}: use sqlite+aiosqlite:///PATH, "
+                f"{POSTGRES_URL_PREFIX}USER:PASSWORD@HOST:PORT/DATABASE, "
+                f"{MEMORY_DATABASE_URL}, or leave it empty for {{data_dir}}/yolo-orch.db: "
                 + set_setting("database_url", f"{SQLITE_URL_PREFIX}/var/lib/yolo-orch/jobs.db")
             )
         return self
@@ -161,7 +164,7 @@ class Settings(
         return self
 
     @property
-    def sqlite_url(self) -> str:
+    def store_url(self) -> str:
         """The database URL in effect (the default one derived from `data_dir`)."""
         if self.database_url:
             return self.database_url
@@ -250,6 +253,25 @@ def _is_loopback(host: str) -> bool:
 def _absolute(path: Path) -> Path:
     """`~` is the server user's home, as a shell would have it; no symlink is resolved."""
     return path.expanduser().absolute()
+
+
+def _without_password(url: str) -> str:
+    """`url` as an error message may show it: a PostgreSQL URL's password masked."""
+    if "@" not in url or "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    user_info, at_host = rest.rsplit("@", 1)
+    return f"{scheme}://{user_info.split(':', 1)[0]}:***@{at_host}" if ":" in user_info else url
+
+
+def shown_database_url(url: str) -> str:
+    """A database URL for logs and the banner: a SQLite file's path, or the URL without its
+    password."""
+    return (
+        url.removeprefix(SQLITE_URL_PREFIX)
+        if url.startswith(SQLITE_URL_PREFIX)
+        else (_without_password(url))
+    )
 
 
 def _absolute_sqlite_url(url: str) -> str:

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Index, Table
 from sqlmodel import Field, SQLModel
 
-from yolo_orch.store.tables import UTCDateTime
+from yolo_orch.store.tables import WIDE_INTEGER, UTCDateTime
 
 
 class AliasRow(SQLModel, table=True):
@@ -27,7 +27,7 @@ class AliasHistoryRow(SQLModel, table=True):
     __tablename__ = "model_alias_history"
     __table_args__ = ({"sqlite_autoincrement": True},)
 
-    seq: int | None = Field(default=None, primary_key=True)
+    seq: int | None = Field(default=None, primary_key=True, sa_type=WIDE_INTEGER)
     name: str
     alias: str
     from_model_id: str | None = None

@@ -1,7 +1,7 @@
 """Complete job and model stores in memory: for fast tests and demos
 (`database_url = "memory://"`). The model store is in `memory_models.py`.
 
-They keep nothing across restarts; everything else behaves as the SQLite stores do, which the
+They keep nothing across restarts; everything else behaves as the SQL stores do, which the
 shared contract tests check. No method awaits between its reads and its writes, so each runs
 whole on the event loop: that is this store's transaction.
 """
@@ -43,7 +43,7 @@ from yolo_orch.store.outbox import NO_OUTBOX, Outbox
 
 @dataclass
 class InMemoryDatabase:
-    """What the two in-memory stores share, as the SQLite stores share one database: each
+    """What the two in-memory stores share, as the SQL stores share one database: each
     checks the other's records (a job's model, a model's jobs)."""
 
     jobs: dict[str, Job] = field(default_factory=dict)

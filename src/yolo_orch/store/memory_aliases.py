@@ -2,7 +2,7 @@
 tests and demos. As there, no method suspends between its reads and its writes (the in-memory
 model store's `get` never does), so each runs whole on the event loop. The model store in memory
 knows nothing of aliases: the registry refuses to delete a model an alias points to
-(`AliasStore.pointing_to`), as the SQLite model store does in the delete's transaction."""
+(`AliasStore.pointing_to`), as the SQL model store does in the delete's transaction."""
 
 from __future__ import annotations
 

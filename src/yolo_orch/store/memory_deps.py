@@ -1,4 +1,4 @@
-"""Dependencies between jobs in the memory store, as `sqlite_deps.py` keeps them on SQLite: the
+"""Dependencies between jobs in the memory store, as `sql_deps.py` keeps them in SQL: the
 same rules, on the `InMemoryDatabase`'s `dependencies` (waiting job id -> {job id: ok_only})."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ Waits = dict[str, dict[str, bool]]
 
 
 def pending_dependencies(new: NewJob, jobs: dict[str, Job]) -> dict[str, bool]:
-    """As `sqlite_deps.pending_dependencies`: those of `new.after` still to wait for."""
+    """As `sql_deps.pending_dependencies`: those of `new.after` still to wait for."""
     pending = {}
     for dep in new.after:
         job = jobs.get(dep.job_id)
@@ -38,7 +38,7 @@ def release_dependents(
     outbox: Outbox,
     changed: list[Job],
 ) -> None:
-    """As `sqlite_deps.release_dependents`."""
+    """As `sql_deps.release_dependents`."""
     todo = [ended]
     while todo:
         job = todo.pop()

@@ -1,5 +1,5 @@
 """The model store in memory, over the `InMemoryDatabase` it shares with the job store
-(`memory.py`): as the SQLite model store behaves, which the shared contract tests check."""
+(`memory.py`): as the SQL model store behaves, which the shared contract tests check."""
 
 from __future__ import annotations
 

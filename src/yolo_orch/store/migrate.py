@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from yolo_orch.store.sqlite_db import sync_url
+from yolo_orch.store.databases import engine_url
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -57,7 +57,11 @@ def alembic_config(database_url: str) -> Config:
 
 
 def _database_file(database_url: str) -> Path | None:
-    database = make_url(database_url).database
+    """A SQLite database's file; None for PostgreSQL's (or SQLite's in memory)."""
+    parsed = make_url(database_url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    database = parsed.database
     return Path(database) if database and database != ":memory:" else None
 
 
@@ -80,7 +84,7 @@ def current_revision(database_url: str) -> str | None:
     database = _database_file(database_url)
     if database is not None and not database.exists():
         return None
-    engine = create_engine(sync_url(database_url), poolclass=NullPool)
+    engine = create_engine(engine_url(database_url), poolclass=NullPool)
     try:
         with engine.connect() as conn:
             if not inspect(conn).has_table(_VERSION_TABLE):

@@ -37,7 +37,7 @@ class Outbox:
 
     def record(self, tx: Any, job: Job, event: WebhookEvent, now: datetime) -> bool:
         """Keep `event` of `job` (as the change left it) for delivery, in `tx` (a SQLAlchemy
-        `Connection` in a SQLite store's write; None in the memory store). Return whether it
+        `Connection` in a SQL store's write; None in the memory store). Return whether it
         kept anything. Runs on the store's writer: must not block, and must not raise but for
         a database error (which fails the write, change and event together)."""
         return False
@@ -56,7 +56,7 @@ def _nothing() -> None:
 class WebhookOutbox(Outbox, ABC):
     """Keeps the events someone wants (`WebhookRoutes`), thinning progress to one per
     `progress_every_s` per job, for the deliverer, which reads them back in order
-    (`pending`), records each try (`settle`) and is woken by `committed`. The SQLite and the
+    (`pending`), records each try (`settle`) and is woken by `committed`. The SQL and the
     memory outboxes keep them in their stores' transactions."""
 
     active = True

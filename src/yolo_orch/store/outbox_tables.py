@@ -9,14 +9,14 @@ from typing import Any
 from sqlalchemy import JSON, Index, Table
 from sqlmodel import Field, SQLModel
 
-from yolo_orch.store.tables import UTCDateTime
+from yolo_orch.store.tables import WIDE_INTEGER, UTCDateTime
 
 
 class WebhookEventRow(SQLModel, table=True):
     __tablename__ = "webhook_events"
     __table_args__ = ({"sqlite_autoincrement": True},)
 
-    seq: int | None = Field(default=None, primary_key=True)
+    seq: int | None = Field(default=None, primary_key=True, sa_type=WIDE_INTEGER)
     """Delivery order: per job and endpoint, an event is sent only once those before it are."""
     id: str = Field(unique=True)
     """The Standard Webhooks `webhook-id` (the same on every retry: receivers deduplicate)."""
@@ -37,7 +37,7 @@ class WebhookAttemptRow(SQLModel, table=True):
     __tablename__ = "webhook_attempts"
     __table_args__ = ({"sqlite_autoincrement": True},)
 
-    seq: int | None = Field(default=None, primary_key=True)
+    seq: int | None = Field(default=None, primary_key=True, sa_type=WIDE_INTEGER)
     event_id: str = Field(index=True)
     job_id: str = Field(index=True)
     at: datetime = Field(sa_type=UTCDateTime)

@@ -13,7 +13,16 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Index, RowMapping, String, Table, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Index,
+    Integer,
+    RowMapping,
+    String,
+    Table,
+    UniqueConstraint,
+)
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
@@ -30,6 +39,10 @@ from yolo_orch.domain import (
 )
 from yolo_orch.domain.variants import ExportFormat, Lineage, NewVariant, Variant
 from yolo_orch.domain.webhooks import WebhookTarget
+
+WIDE_INTEGER = Integer().with_variant(BigInteger(), "postgresql")
+"""64 bits on both engines (SQLite's INTEGER is; PostgreSQL's is 32): sequence numbers, which
+cursors up to 2**63 - 1 name, and sizes in bytes."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -62,7 +75,7 @@ class JobRow(SQLModel, table=True):
         {"sqlite_autoincrement": True},
     )
 
-    seq: int | None = Field(default=None, primary_key=True)
+    seq: int | None = Field(default=None, primary_key=True, sa_type=WIDE_INTEGER)
     id: str = Field(unique=True, index=True)
     kind: str = Field(index=True)
     state: str
@@ -135,7 +148,7 @@ class ModelRow(SQLModel, table=True):
     id: str = Field(primary_key=True)
     name: str = Field(unique=True, index=True)
     sha256: str = Field(unique=True, index=True)
-    size_bytes: int
+    size_bytes: int = Field(sa_type=WIDE_INTEGER)
     task: str
     class_names: list[str] = Field(sa_type=JSON)
     source: str
@@ -157,7 +170,7 @@ class VariantRow(SQLModel, table=True):
     model_id: str = Field(foreign_key="models.id", ondelete="CASCADE", index=True)
     format: str
     sha256: str
-    size_bytes: int
+    size_bytes: int = Field(sa_type=WIDE_INTEGER)
     files: dict[str, str] = Field(sa_type=JSON)
     lineage: dict[str, Any] = Field(sa_type=JSON)
     source: str

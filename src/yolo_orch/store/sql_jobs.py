@@ -1,9 +1,9 @@
-"""The durable job store, on the `SQLiteDatabase` (`sqlite_db.py`: one writer, group commit,
-every acknowledged write fsynced). Its ops use few statements (each costs SQLAlchemy's Python
-work on a thread that shares the GIL with the event loop): `create` is one `INSERT ... SELECT
-... WHERE <room in the queue> AND <model usable> ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING *`, and reads why only on the rare refusal; the dispatcher's writes
-(`sqlite_runs.py`) are single `UPDATE ... RETURNING`s built once."""
+"""The durable job store, on a `Database` (`database.py`: one writer, group commit, every
+acknowledged write durable; SQLite or PostgreSQL, the same ops). Its ops use few statements
+(each costs SQLAlchemy's Python work on a thread that shares the GIL with the event loop):
+`create` is one `INSERT ... SELECT ... WHERE <room in the queue> AND <model usable> ON
+CONFLICT (idempotency_key) DO NOTHING RETURNING *`, and reads why only on the rare refusal;
+the dispatcher's writes (`sql_runs.py`) are single `UPDATE ... RETURNING`s built once."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from sqlalchemy import (
     or_,
     select,
 )
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from yolo_orch.domain import (
@@ -44,8 +43,10 @@ from yolo_orch.errors import (
     ModelNotFound,
     QueueFull,
 )
-from yolo_orch.store import sqlite_runs
+from yolo_orch.store import sql_runs
 from yolo_orch.store.base import JobStore
+from yolo_orch.store.database import Database
+from yolo_orch.store.dialects import InsertFor, PerDialect
 from yolo_orch.store.job_rows import (
     ACTIVE,
     QUEUED,
@@ -55,13 +56,12 @@ from yolo_orch.store.job_rows import (
     update_job,
 )
 from yolo_orch.store.outbox import NO_OUTBOX, Outbox
-from yolo_orch.store.sqlite_db import SQLiteDatabase
-from yolo_orch.store.sqlite_deps import (
+from yolo_orch.store.sql_deps import (
     pending_dependencies,
     release_dependents,
     write_dependencies,
 )
-from yolo_orch.store.sqlite_reads import aged_queue_head, list_query
+from yolo_orch.store.sql_reads import aged_queue_head, list_query
 from yolo_orch.store.tables import (
     JOB_COUNTS,
     JOB_DEPENDENCIES,
@@ -76,8 +76,8 @@ from yolo_orch.store.tables import (
 log = logging.getLogger(__name__)
 
 
-class SQLiteJobStore(JobStore):
-    def __init__(self, db: SQLiteDatabase, outbox: Outbox = NO_OUTBOX) -> None:
+class SqlJobStore(JobStore):
+    def __init__(self, db: Database, outbox: Outbox = NO_OUTBOX) -> None:
         self._db = db
         self._outbox = outbox
         self._released: list[Job] = []
@@ -161,7 +161,7 @@ class SQLiteJobStore(JobStore):
         self, job_id: str, devices: tuple[str, ...], now: datetime, model_id: str | None = None
     ) -> Job | None:
         job = await self._db.write(
-            functools.partial(sqlite_runs.claim, job_id, devices, now, model_id, self._outbox),
+            functools.partial(sql_runs.claim, job_id, devices, now, model_id, self._outbox),
             fails_clean=True,
             answer_before_fsync=True,  # no client is told; the run starts without waiting
         )
@@ -170,7 +170,7 @@ class SQLiteJobStore(JobStore):
 
     async def set_progress(self, job_id: str, progress: Progress) -> None:
         recorded = await self._db.write(
-            functools.partial(sqlite_runs.set_progress, job_id, progress, self._outbox),
+            functools.partial(sql_runs.set_progress, job_id, progress, self._outbox),
             fails_clean=True,
             answer_before_fsync=True,
         )
@@ -178,14 +178,12 @@ class SQLiteJobStore(JobStore):
 
     async def switch_model(self, job_id: str, model_id: str) -> None:
         await self._db.write(
-            functools.partial(sqlite_runs.switch_model, job_id, model_id), fails_clean=True
+            functools.partial(sql_runs.switch_model, job_id, model_id), fails_clean=True
         )
 
     async def finish(self, job_id: str, outcome: Outcome, now: datetime) -> Job:
         job = await self._db.write(
-            functools.partial(
-                sqlite_runs.finish, job_id, outcome, now, self._outbox, self._released
-            ),
+            functools.partial(sql_runs.finish, job_id, outcome, now, self._outbox, self._released),
             fails_clean=True,
         )
         self._notify(True)
@@ -211,16 +209,14 @@ class SQLiteJobStore(JobStore):
         spared: frozenset[str] = frozenset(),
     ) -> list[Job]:
         jobs = await self._db.write(
-            functools.partial(
-                sqlite_runs.recover, now, drained, spared, self._outbox, self._released
-            )
+            functools.partial(sql_runs.recover, now, drained, spared, self._outbox, self._released)
         )
         self._notify(bool(jobs))
         return jobs
 
     async def requeue(self, job_id: str, now: datetime) -> Job:
         job = await self._db.write(
-            functools.partial(sqlite_runs.requeue, job_id, now, self._outbox, self._released)
+            functools.partial(sql_runs.requeue, job_id, now, self._outbox, self._released)
         )
         self._notify(True)
         return job
@@ -265,7 +261,7 @@ _COUNT_QUEUED = select(func.coalesce(func.sum(JOB_COUNTS.c.count), 0)).where(
 """From the counts the triggers keep: one row per kind, however long the queue."""
 
 
-def _insert_queued() -> Insert:
+def _insert_queued(insert: InsertFor) -> Insert:
     """INSERT a queued job if the queue has room and its model (if any) is usable; with an
     idempotency key already taken, insert nothing. Returns the new row, or no row.
 
@@ -282,14 +278,14 @@ def _insert_queued() -> Insert:
         )
     ).where(room, model_ok)
     return (
-        sqlite_insert(JOBS)
+        insert(JOBS)
         .from_select(NEW_JOB_COLUMNS, values)
         .on_conflict_do_nothing(index_elements=[JOBS.c.idempotency_key])
         .returning(*JOBS.c)
     )
 
 
-_INSERT_QUEUED = _insert_queued()
+_INSERT_QUEUED = PerDialect(_insert_queued)
 
 
 def _create(
@@ -305,7 +301,7 @@ def _create(
         return same, False
     pending = pending_dependencies(new, conn)
     params = {**new_job_values(new, now), "blocked": bool(pending), "max_queued": max_queued}
-    row = conn.execute(_INSERT_QUEUED, params).mappings().first()
+    row = conn.execute(_INSERT_QUEUED(conn), params).mappings().first()
     if row is not None:
         job = job_from_row(row)
         write_dependencies(job.id, pending, conn)

@@ -1,6 +1,6 @@
-"""Dependencies between jobs on SQLite (`domain.chains`): written with the waiting job, settled
-in the transaction of the write that ends the job waited for. A waiting job is `blocked` (the
-queue head skips it) while it has a row in `job_dependencies`."""
+"""Dependencies between jobs in the SQL stores (`domain.chains`): written with the waiting job,
+settled in the transaction of the write that ends the job waited for. A waiting job is
+`blocked` (the queue head skips it) while it has a row in `job_dependencies`."""
 
 from __future__ import annotations
 

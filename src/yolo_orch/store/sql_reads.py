@@ -26,9 +26,9 @@ def list_query(
 
 
 _LAST_CHARACTER = "\U0010ffff"
-"""Above every character in SQLite's BINARY order (UTF-8 bytes): `id >= p AND id < p + this`
-holds the ids that start with `p` and reads them from the index on `id` (LIKE would be
-case-insensitive, and not use it)."""
+"""Above every character in SQLite's BINARY order (UTF-8 bytes), and in PostgreSQL's "C"
+collation (see `postgres_db.py`): `id >= p AND id < p + this` holds the ids that start with `p`
+and reads them from the index on `id` (LIKE would be case-insensitive, and not use it)."""
 
 
 def _narrow_statement(

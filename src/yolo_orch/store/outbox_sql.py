@@ -1,5 +1,6 @@
-"""The webhook outbox in SQLite: events inserted in the transaction of the change that made
-them (`webhook_events`), tries recorded in batches (`webhook_attempts`)."""
+"""The webhook outbox in the SQL database (SQLite or PostgreSQL): events inserted in the
+transaction of the change that made them (`webhook_events`), tries recorded in batches
+(`webhook_attempts`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from sqlalchemy.engine import Connection
 
 from yolo_orch.domain.webhook_routes import WebhookRoutes
 from yolo_orch.domain.webhooks import Delivery, DeliveryAttempt, DeliveryState, OutboxEvent, Settled
+from yolo_orch.store.database import Database
 from yolo_orch.store.outbox import WebhookOutbox, delivery, outbox_event
 from yolo_orch.store.outbox_tables import WEBHOOK_ATTEMPTS, WEBHOOK_EVENTS
-from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.tables import JOBS
 
 _INSERT_EVENTS = insert(WEBHOOK_EVENTS)
@@ -42,10 +43,8 @@ _PENDING = (
 )
 
 
-class SQLiteOutbox(WebhookOutbox):
-    def __init__(
-        self, db: SQLiteDatabase, routes: WebhookRoutes, *, progress_every_s: float
-    ) -> None:
+class SqlOutbox(WebhookOutbox):
+    def __init__(self, db: Database, routes: WebhookRoutes, *, progress_every_s: float) -> None:
         super().__init__(routes, progress_every_s)
         self._db = db
 

@@ -1,4 +1,4 @@
-"""The durable weights registry, on the `SQLiteDatabase` the job store uses (see `sqlite_db.py`):
+"""The durable weights registry, on the `Database` the job store uses (see `database.py`):
 its writes are ops in the same write queue as the jobs'."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from yolo_orch.errors import (
 )
 from yolo_orch.store.alias_tables import ALIASES
 from yolo_orch.store.base import ModelStore
+from yolo_orch.store.database import Database
 from yolo_orch.store.job_rows import ACTIVE
-from yolo_orch.store.sqlite_db import SQLiteDatabase
 from yolo_orch.store.tables import (
     JOBS,
     MODELS,
@@ -34,8 +34,8 @@ from yolo_orch.store.tables import (
 )
 
 
-class SQLiteModelStore(ModelStore):
-    def __init__(self, db: SQLiteDatabase) -> None:
+class SqlModelStore(ModelStore):
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     async def add(self, new: NewModel, now: datetime) -> tuple[Model, bool]:
@@ -48,7 +48,8 @@ class SQLiteModelStore(ModelStore):
         return model_from_row(row)
 
     async def list_models(self) -> list[Model]:
-        # rowid breaks ties in time: SQLite gives each new row one above the largest rowid.
+        # rowid breaks ties in time: SQLite gives each new row one above the largest rowid (and
+        # the migrations give PostgreSQL's tables such a column).
         stmt = select(MODELS).order_by(
             MODELS.c.created_at.desc(), literal_column("models.rowid").desc()
         )
@@ -56,7 +57,7 @@ class SQLiteModelStore(ModelStore):
         return [model_from_row(row) for row in rows]
 
     async def delete(self, ref: str, *, cascade: bool = False) -> Model:
-        # Check and delete share the write queue with `SQLiteJobStore.create`, so no job can be
+        # Check and delete share the write queue with `SqlJobStore.create`, so no job can be
         # queued for the model between them.
         return await self._db.write(functools.partial(_delete, ref, cascade))
 
@@ -95,7 +96,7 @@ class SQLiteModelStore(ModelStore):
         await self._db.write(op)
 
 
-# The ops (see `SQLiteDatabase.read` and `.write`).
+# The ops (see `Database.read` and `.write`).
 
 
 def _find(ref: str, conn: Connection) -> RowMapping:

@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import BindParameter, String, bindparam, func, select, update
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Update
 
 from yolo_orch.domain import Job, JobState, Outcome, Progress, after_interruption
 from yolo_orch.domain.webhooks import WebhookEvent
 from yolo_orch.errors import JobAlreadyFinished
+from yolo_orch.store.dialects import ConflictInsert, InsertFor, PerDialect
 from yolo_orch.store.job_rows import (
     ACTIVE,
     QUEUED,
@@ -24,7 +24,7 @@ from yolo_orch.store.job_rows import (
     update_job,
 )
 from yolo_orch.store.outbox import Outbox
-from yolo_orch.store.sqlite_deps import release_dependents
+from yolo_orch.store.sql_deps import release_dependents
 from yolo_orch.store.tables import JOB_RESULTS, JOBS, error_values, job_from_row
 
 
@@ -131,7 +131,7 @@ def finish(
     if row is None:
         raise JobAlreadyFinished(job_id, state_of(conn, job_id))
     if outcome.kept_result is not None:
-        conn.execute(_INSERT_RESULT, {"job_id": job_id, "body": outcome.kept_result})
+        conn.execute(_INSERT_RESULT(conn), {"job_id": job_id, "body": outcome.kept_result})
     job = job_from_row(row)
     ended(job, now, outbox, released, conn)
     return job
@@ -143,10 +143,14 @@ def ended(job: Job, now: datetime, outbox: Outbox, released: list[Job], conn: Co
     release_dependents(job, now, outbox, conn, released)
 
 
-_NEW_RESULT = sqlite_insert(JOB_RESULTS)
-_INSERT_RESULT = _NEW_RESULT.on_conflict_do_update(
-    index_elements=[JOB_RESULTS.c.job_id], set_={"body": _NEW_RESULT.excluded.body}
-)
+def _insert_result(insert: InsertFor) -> ConflictInsert:
+    new = insert(JOB_RESULTS)
+    return new.on_conflict_do_update(
+        index_elements=[JOB_RESULTS.c.job_id], set_={"body": new.excluded.body}
+    )
+
+
+_INSERT_RESULT = PerDialect(_insert_result)
 
 
 def recover(

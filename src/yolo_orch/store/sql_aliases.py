@@ -1,6 +1,6 @@
-"""The durable alias store, on the `SQLiteDatabase` the job and model stores use: each move is one
+"""The durable alias store, on the `Database` the job and model stores use: each move is one
 op in their write queue, so the alias's row and its history entry commit together, and a
-model's delete (`sqlite_models`) sees every alias committed before it."""
+model's delete (`sql_models`) sees every alias committed before it."""
 
 from __future__ import annotations
 
@@ -8,21 +8,21 @@ import functools
 from datetime import datetime
 
 from sqlalchemy import RowMapping, delete, insert, select
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
 from yolo_orch.domain.aliases import ANY_TARGET, Alias, AliasMove, Expected
 from yolo_orch.errors import AliasMoved, AliasNotFound, ModelNotFound
 from yolo_orch.store.alias_tables import ALIAS_HISTORY, ALIASES
 from yolo_orch.store.aliases import AliasStore
-from yolo_orch.store.sqlite_db import SQLiteDatabase
+from yolo_orch.store.database import Database
+from yolo_orch.store.dialects import insert_for
 from yolo_orch.store.tables import MODELS
 
 _BY_NAME = (ALIASES.c.name, ALIASES.c.alias)
 
 
-class SQLiteAliasStore(AliasStore):
-    def __init__(self, db: SQLiteDatabase) -> None:
+class SqlAliasStore(AliasStore):
+    def __init__(self, db: Database) -> None:
         self._db = db
 
     async def move(
@@ -77,7 +77,7 @@ class SQLiteAliasStore(AliasStore):
         return [_move_of(row) for row in rows]
 
 
-# The ops (see `SQLiteDatabase.read` and `.write`): each raises its refusals before it writes.
+# The ops (see `Database.read` and `.write`): each raises its refusals before it writes.
 
 
 def _current(name: str, alias: str, conn: Connection) -> RowMapping | None:
@@ -103,7 +103,7 @@ def _move(
         raise ModelNotFound(model_id)
     values = {"model_id": model_id, "updated_at": now, "updated_by": actor}
     upsert = (
-        sqlite_insert(ALIASES)
+        insert_for(conn)(ALIASES)
         .values(name=name, alias=alias, **values)
         .on_conflict_do_update(index_elements=list(_BY_NAME), set_=values)
         .returning(*ALIASES.c)
