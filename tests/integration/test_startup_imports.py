@@ -1,5 +1,6 @@
 """What a start-up and the API import: the simulated runtime and the HTTP routes never load the
-machine-learning stack, and a database already at the schema's revision never loads alembic.
+machine-learning stack (Optuna included: only a tune needs it), and a database already at the
+schema's revision never loads alembic.
 
 Each check runs in a fresh Python process: this test process may have imported them already.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from yolo_orch.store.migrate import SCHEMA_REVISION, current_revision, upgrade_to_head
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("torch", "ultralytics", "openvino", "onnxruntime", "cv2", "polars", "alembic")
+HEAVY = ("torch", "ultralytics", "openvino", "onnxruntime", "cv2", "polars", "alembic", "optuna")
 
 SERVE_AND_USE = """
 import asyncio, json, sys

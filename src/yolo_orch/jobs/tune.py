@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.to_thread
-from optuna.trial import Trial
 
 from yolo_orch.domain import Job, JobFilter, JobKind, JobResult, JobState, NewJob, Progress
 from yolo_orch.domain.specs import TrainingSpec, TuneSpec
@@ -38,10 +39,14 @@ from yolo_orch.errors import (
     ShuttingDown,
 )
 from yolo_orch.files.jobfiles import JobFiles, write_atomic
-from yolo_orch.jobs import tune_study
 from yolo_orch.ops.logs import for_job
 from yolo_orch.params.tune import TuneParams
 from yolo_orch.store.base import JobStore
+
+if TYPE_CHECKING:
+    from optuna.trial import Trial
+
+    from yolo_orch.jobs import tune_study
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +128,7 @@ class _Study:
         self._job = job
         self._spec = job.spec_as(TuneSpec)
         self._params = TuneParams.from_job(job.params)
-        self._space = tune_study.search_space(self._params)
+        self._space = _study().search_space(self._params)
         self._parallel = self._params.parallel or max(1, tunes._slot_count())
         self._objective = self._params.objective
         self._trials: list[_Trial] = []
@@ -172,9 +177,9 @@ class _Study:
                 self._ended_as(trial, child, pruned)
             trials.append(trial)
             stored.append(
-                tune_study.StoredTrial(params, trial.intermediate, trial.ended, trial.value)
+                _study().StoredTrial(params, trial.intermediate, trial.ended, trial.value)
             )
-        self._study, asked = tune_study.rebuild(self._params, stored)
+        self._study, asked = _study().rebuild(self._params, stored)
         running = iter(asked)
         for trial in trials:
             if trial.ended is None:
@@ -288,7 +293,7 @@ class _Study:
 
     def _tell(self, trial: _Trial) -> None:
         if trial.asked is not None and trial.ended is not None:
-            tune_study.tell(self._study, trial.asked, trial.ended, trial.value)
+            _study().tell(self._study, trial.asked, trial.ended, trial.value)
             trial.asked = None
 
     async def _submit_more(self) -> None:
@@ -379,3 +384,13 @@ class _Study:
 
 
 _STATES = ("complete", "pruned", "failed", "cancelled")
+
+
+@functools.cache
+def _study() -> ModuleType:
+    """`tune_study`, and Optuna with it, imported when a tune first runs: Optuna's import is
+    about a fifth of the server's start-up, which every restart (and a standby's takeover)
+    would otherwise pay for tunes it may never run."""
+    from yolo_orch.jobs import tune_study
+
+    return tune_study
