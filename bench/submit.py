@@ -8,23 +8,32 @@ steadier than the rates when other work shares the machine; it includes the runs
 dispatcher runs more of them, and takes that CPU from the submissions).
 
     python -m bench.submit [--connections 32] [--duration 10] [--runs 1] [--queue-only] [--batch 8]
+        [--database sqlite postgresql]
+
+`--database postgresql`: the store on a throwaway PostgreSQL cluster (Debian's `postgresql`,
+`initdb` in TMPDIR, fsync on, a fresh database each run, migrated by the server at start-up);
+with both, each run measures SQLite then PostgreSQL, and the last lines give their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import median
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench._server import SIM_JOB, running_server
 from yolo_orch.testing import list_jobs
+from yolo_orch.testing.postgres import PostgresCluster
 
 LANES = 2
 LUA = Path(__file__).with_name("submit.lua")
@@ -91,48 +100,84 @@ def main() -> None:
         help="the simulated lanes' batch_max_images (1: every job runs alone, the default for "
         "simulated lanes; real cpu lanes batch 8 by default)",
     )
+    parser.add_argument(
+        "--database",
+        nargs="+",
+        choices=["sqlite", "postgresql"],
+        default=["sqlite"],
+        help="the store's engines, each measured in every run",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"load average before: {load}; {os.cpu_count()} CPUs")
     print(
-        f"{'conns':>5} {'submits/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
+        f"{'db':>10} {'conns':>5} {'submits/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
         f"{'refused':>7} {'stored':>7} {'ran':>7} {'cpu ms':>6} {'healthz/s':>9} {'h p99':>6} "
         f"{'ratio':>6}"
     )
-    for connections in args.connections:
-        for _ in range(args.runs):
-            # max_queued far above what a run can submit, so nothing is refused.
-            with running_server(
-                max_queued=10_000_000, sim_lanes=LANES, batch_max_images={"sim": args.batch}
-            ) as server:
-                if args.queue_only:
-                    _hold_lanes(server.url)
-                cpu_before = cpu_seconds(server.pid)
-                submits = wrk(
-                    f"{server.url}/v1/jobs",
-                    connections=connections,
-                    duration_s=args.duration,
-                    body=json.dumps(SIM_JOB),
-                )
-                cpu_ms = (cpu_seconds(server.pid) - cpu_before) * 1000 / submits.requests
-                ran = _jobs_ended(server.url)
-                ceiling = wrk(
-                    f"{server.url}/healthz",
-                    connections=connections,
-                    duration_s=args.duration,
-                    body=None,
-                )
-                with httpx.Client(base_url=server.url, timeout=60) as client:
-                    stored = len(list_jobs(client)) - (LANES if args.queue_only else 0)
-            refused = submits.non_2xx_3xx + submits.socket_errors
-            print(
-                f"{connections:>5} {submits.rate:>9.0f} {submits.p50_us / 1000:>7.1f} "
-                f"{submits.p99_us / 1000:>7.1f} {submits.max_us / 1000:>7.1f} {refused:>7} "
-                f"{stored:>7} {ran:>7} {cpu_ms:>6.2f} {ceiling.rate:>9.0f} "
-                f"{ceiling.p99_us / 1000:>6.1f} {submits.rate / ceiling.rate:>6.2f}"
-            )
+    rates: dict[str, list[float]] = {engine: [] for engine in args.database}
+    with _cluster("postgresql" in args.database) as cluster:
+        for connections in args.connections:
+            for _ in range(args.runs):
+                for engine in args.database:
+                    url = "" if cluster is None or engine == "sqlite" else cluster.new_database()
+                    rate = _run(args, connections, url)
+                    rates[engine].append(rate)
+    if len(args.database) == 2 and rates["sqlite"]:
+        ratio = median(rates["postgresql"]) / median(rates["sqlite"])
+        print(f"submits/s, median of the runs: PostgreSQL / SQLite {ratio:.2f}")
+
+
+@contextlib.contextmanager
+def _cluster(wanted: bool) -> Iterator[PostgresCluster | None]:
+    if not wanted:
+        yield None
+        return
+    cluster = PostgresCluster(fsync=True)  # durable, as SQLite's commits are here
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _run(args: argparse.Namespace, connections: int, database_url: str) -> float:
+    """One run on a fresh server (`database_url` "": SQLite in its data dir); its submits/s."""
+    # max_queued far above what a run can submit, so nothing is refused.
+    with running_server(
+        max_queued=10_000_000,
+        sim_lanes=LANES,
+        batch_max_images={"sim": args.batch},
+        database_url=database_url,
+    ) as server:
+        if args.queue_only:
+            _hold_lanes(server.url)
+        cpu_before = cpu_seconds(server.pid)
+        submits = wrk(
+            f"{server.url}/v1/jobs",
+            connections=connections,
+            duration_s=args.duration,
+            body=json.dumps(SIM_JOB),
+        )
+        cpu_ms = (cpu_seconds(server.pid) - cpu_before) * 1000 / submits.requests
+        ran = _jobs_ended(server.url)
+        ceiling = wrk(
+            f"{server.url}/healthz", connections=connections, duration_s=args.duration, body=None
+        )
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            stored = len(list_jobs(client)) - (LANES if args.queue_only else 0)
+    refused = submits.non_2xx_3xx + submits.socket_errors
+    engine = "postgresql" if database_url else "sqlite"
+    print(
+        f"{engine:>10} {connections:>5} {submits.rate:>9.0f} {submits.p50_us / 1000:>7.1f} "
+        f"{submits.p99_us / 1000:>7.1f} {submits.max_us / 1000:>7.1f} {refused:>7} "
+        f"{stored:>7} {ran:>7} {cpu_ms:>6.2f} {ceiling.rate:>9.0f} "
+        f"{ceiling.p99_us / 1000:>6.1f} {submits.rate / ceiling.rate:>6.2f}",
+        flush=True,
+    )
+    return submits.rate
 
 
 def _jobs_ended(url: str) -> int:
