@@ -41,6 +41,7 @@ from yolo_orch.api.auth import BearerAuth, TokenCheck
 from yolo_orch.api.deps import Services
 from yolo_orch.api.docs import install_docs
 from yolo_orch.api.gpu_history import TelemetryHistory, gpu_sampler
+from yolo_orch.api.heads import StandbyRedirect
 from yolo_orch.api.limits import BodyLimits
 from yolo_orch.api.origins import EXPOSED_HEADERS, SameOrigin, host_names
 from yolo_orch.api.problems import install_problem_handlers, install_problem_openapi
@@ -84,6 +85,7 @@ from yolo_orch.wiring import (
     cancelled,
     deliver_webhooks,
     label_studio_backend,
+    lead,
     open_stores,
     start_capture,
     storage_places,
@@ -157,8 +159,9 @@ def create_app(
     app.include_router(label_studio_api.router)
     app.include_router(label_studio_sync_api.router)
     # The last added runs first: HEAD becomes GET, then other sites' pages are answered
-    # (CORS, for the allowed ones) or refused, the token is checked, then the body's size and
-    # pace, all before the app reads anything; event streams end when the server stops.
+    # (CORS, for the allowed ones) or refused, the token is checked, a standby head sends
+    # writes on, then the body's size and pace, all before the app reads anything; event
+    # streams end when the server stops.
     app.add_middleware(events_api.EndStreamsOnStop, stopped=lambda: app.state.services.jobs.stopped)
     app.add_middleware(
         BodyLimits,
@@ -174,6 +177,8 @@ def create_app(
             ("POST", "/ls/{dataset}/webhook"),
         ],
     )
+    # A standby head sends what writes to the active one, once the token is checked.
+    app.add_middleware(StandbyRedirect, leadership=lambda: app.state.services.leadership)
     app.add_middleware(BearerAuth, check=tokens)
     app.add_middleware(
         SameOrigin,
@@ -205,11 +210,10 @@ async def _start(
     job_logs = install_job_logs(settings.jobs_dir)
     stack.callback(remove_job_logs, job_logs)
 
-    durable_store, model_store, alias_store, migrations_at_head, outbox = await open_stores(
-        settings, stack
-    )
+    stores = await open_stores(settings, stack)
+    outbox = stores.outbox
     events = JobEvents()
-    store = PublishingJobStore(durable_store, events)
+    store = PublishingJobStore(stores.jobs, events)
     webhook_hosts = settings.webhook_hosts()
     inspect = functools.partial(_inspect, settings.data_dir / "ultralytics")
     class_name_limits = ClassNameLimits(settings.max_class_names, settings.max_class_names_bytes)
@@ -217,7 +221,7 @@ async def _start(
     file_limiter = anyio.CapacityLimiter(settings.request_file_threads)
     walk_limiter = anyio.CapacityLimiter(settings.request_walk_threads)
     models = ModelRegistry(
-        model_store,
+        stores.models,
         settings.models_dir,
         settings.model_roots,
         inspect,
@@ -225,7 +229,7 @@ async def _start(
         check_variant=check_on_cpu(settings.data_dir / "ultralytics"),
         file_limiter=file_limiter,
         variant_retire_after_failures=settings.variant_retire_after_failures,
-        aliases=alias_store,
+        aliases=stores.aliases,
     )
     limit_decoders(settings.max_image_pixels)
     datasets = ManagedDatasets(settings.datasets_root, class_name_limits)
@@ -320,16 +324,6 @@ async def _start(
         datasets=datasets,
     )
     tunes.attach(service)  # a tune's trials are submitted and cancelled as clients' are
-    await dispatcher.recover()
-    if cluster is not None:
-        cluster.watcher.on_change = dispatcher.wake
-        stack.push_async_callback(
-            cancelled, asyncio.create_task(cluster.watcher.run(), name="ray-nodes")
-        )
-        stack.push_async_callback(
-            cancelled, asyncio.create_task(cluster.telemetry.run(), name="ray-telemetry")
-        )
-    dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
     retention = Retention(
         store,
         files,
@@ -341,10 +335,6 @@ async def _start(
         on_removed=metrics.removed,
         settle_logs=job_logs.settle,
     )
-    retention_task = asyncio.create_task(
-        retention.run(settings.retention_interval_s), name="retention"
-    )
-    stack.push_async_callback(cancelled, retention_task)
     disk = DiskGuard(storage_places(settings), settings.min_free_bytes, free_space)
     await disk.check()  # the first look, before any submission
     disk_task = asyncio.create_task(disk.run(settings.disk_check_interval_s), name="disk-guard")
@@ -375,14 +365,32 @@ async def _start(
     activity_sampling = asyncio.create_task(activity.run(), name="activity-history")
     stack.push_async_callback(cancelled, activity_sampling)
 
-    if outbox is not None:  # the deliverer stops after the drain below
-        await deliver_webhooks(settings, webhook_hosts, outbox, stack)
+    async def activate() -> None:
+        """What only the active head runs: the one server on SQLite, at once."""
+        await dispatcher.recover()
+        if cluster is not None:
+            cluster.watcher.on_change = dispatcher.wake
+            stack.push_async_callback(
+                cancelled, asyncio.create_task(cluster.watcher.run(), name="ray-nodes")
+            )
+            stack.push_async_callback(
+                cancelled, asyncio.create_task(cluster.telemetry.run(), name="ray-telemetry")
+            )
+        dispatcher_task = asyncio.create_task(dispatcher.run(), name="dispatcher")
+        retention_task = asyncio.create_task(
+            retention.run(settings.retention_interval_s), name="retention"
+        )
+        stack.push_async_callback(cancelled, retention_task)
+        if outbox is not None:  # the deliverer stops after the drain below
+            await deliver_webhooks(settings, webhook_hosts, outbox, stack)
 
-    async def stop() -> None:
-        await service.drain(settings.shutdown_grace_s)
-        await dispatcher_task
+        async def stop() -> None:
+            await service.drain(settings.shutdown_grace_s)
+            await dispatcher_task
 
-    stack.push_async_callback(stop)
+        stack.push_async_callback(stop)
+
+    leadership = await lead(settings, stores.lease, activate, stack)
     return Services(
         settings=settings,
         store=store,
@@ -404,7 +412,7 @@ async def _start(
         metrics=metrics,
         telemetry=telemetry,
         jobs=service,
-        migrations_at_head=migrations_at_head,
+        migrations_at_head=stores.migrations_at_head,
         file_limiter=file_limiter,
         walk_limiter=walk_limiter,
         retention=retention,
@@ -413,6 +421,7 @@ async def _start(
         cluster=cluster,
         webhook_hosts=webhook_hosts,
         webhook_outbox=outbox,
+        leadership=leadership,
     )
 
 

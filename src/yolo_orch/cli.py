@@ -61,6 +61,9 @@ EXIT_CUDA_FATAL = 75
 EXIT_WEDGED = 76
 """`serve`'s exit status once a job's thread ignored a stop and the other jobs ended: its lanes
 come back only with a new process, so systemd restarts it."""
+EXIT_LEASE_LOST = 77
+"""`serve`'s exit status once this head has lost its lease to another (PostgreSQL): systemd
+starts it again, as a standby."""
 
 
 class DrainingServer(uvicorn.Server):
@@ -103,6 +106,7 @@ class DrainingServer(uvicorn.Server):
         self._notifier = Notifier.from_environ(service_manager_environment())
         self._fatal_watch: asyncio.Task[None] | None = None
         self._wedged_watch: asyncio.Task[None] | None = None
+        self._lease_watch: asyncio.Task[None] | None = None
         self.exit_code = 0
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
@@ -125,6 +129,8 @@ class DrainingServer(uvicorn.Server):
             self._log_banner()
             self._fatal_watch = asyncio.create_task(self._exit_when_poisoned())
             self._wedged_watch = asyncio.create_task(self._exit_when_wedged())
+            if self._app.state.services.leadership is not None:
+                self._lease_watch = asyncio.create_task(self._exit_when_lease_lost())
 
     def _log_banner(self) -> None:
         """Once listening, so that its URLs name the port really bound (`port = 0` too)."""
@@ -149,6 +155,16 @@ class DrainingServer(uvicorn.Server):
         self._notifier.stopping("a job's thread is wedged: restarting")
         services.jobs.stopped.set()  # held waits answer, streams end, before uvicorn cuts them
         self.should_exit = True
+
+    async def _exit_when_lease_lost(self) -> None:
+        """At once, without a drain: another head runs the jobs now, and this one's writes are
+        fenced off; what it was running the other recovers."""
+        services: Services = self._app.state.services
+        assert services.leadership is not None
+        await services.leadership.lost.wait()
+        self._notifier.stopping("this head lost its lease to another: restarting as a standby")
+        logging.shutdown()
+        os._exit(EXIT_LEASE_LOST)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining or self._loop is None or not self.started:

@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+import os
+import socket
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -21,6 +24,7 @@ from yolo_orch.files.managed_datasets import ManagedDatasets
 from yolo_orch.jobs.service import JobService
 from yolo_orch.labelling.ls_backend import LabelStudioBackend
 from yolo_orch.labelling.ls_images import LabelStudioImages
+from yolo_orch.ops.leadership import Leadership
 from yolo_orch.registry.models import ModelRegistry
 from yolo_orch.runners.dataset_capture import CaptureTarget, CaptureWriter
 from yolo_orch.store import migrate
@@ -28,12 +32,14 @@ from yolo_orch.store.aliases import AliasStore
 from yolo_orch.store.base import JobStore, ModelStore
 from yolo_orch.store.database import Database
 from yolo_orch.store.databases import database_for
+from yolo_orch.store.head_lease import HeadLease
 from yolo_orch.store.memory import InMemoryDatabase, InMemoryJobStore
 from yolo_orch.store.memory_aliases import InMemoryAliasStore
 from yolo_orch.store.memory_models import InMemoryModelStore
 from yolo_orch.store.outbox import NO_OUTBOX, WebhookOutbox
 from yolo_orch.store.outbox_memory import MemoryOutbox
 from yolo_orch.store.outbox_sql import SqlOutbox
+from yolo_orch.store.postgres_db import PostgresDatabase
 from yolo_orch.store.sql_aliases import SqlAliasStore
 from yolo_orch.store.sql_jobs import SqlJobStore
 from yolo_orch.store.sql_models import SqlModelStore
@@ -50,9 +56,19 @@ def storage_places(settings: Settings) -> dict[str, Path]:
     return places
 
 
-async def open_stores(
-    settings: Settings, stack: AsyncExitStack
-) -> tuple[JobStore, ModelStore, AliasStore, Callable[[], bool], WebhookOutbox | None]:
+@dataclass(frozen=True)
+class Stores:
+    jobs: JobStore
+    models: ModelStore
+    aliases: AliasStore
+    migrations_at_head: Callable[[], bool]
+    """Blocking; readiness runs it in a thread."""
+    outbox: WebhookOutbox | None
+    lease: HeadLease | None
+    """On PostgreSQL, the lease of the active head among those sharing the database."""
+
+
+async def open_stores(settings: Settings, stack: AsyncExitStack) -> Stores:
     """The job, model and alias stores on one shared database (in memory, SQLite or
     PostgreSQL: the durable stores run the same ops on either), closed once by `stack`."""
     if settings.database_url == MEMORY_DATABASE_URL:
@@ -60,7 +76,7 @@ async def open_stores(
         models = InMemoryModelStore(memory)
         outbox = webhook_outbox(settings, None)
         jobs = InMemoryJobStore(memory, outbox or NO_OUTBOX)
-        return jobs, models, InMemoryAliasStore(models), lambda: True, outbox
+        return Stores(jobs, models, InMemoryAliasStore(models), lambda: True, outbox, None)
     url = settings.store_url
     before = await anyio.to_thread.run_sync(migrate.current_revision, url)
     if before != migrate.SCHEMA_REVISION:  # else alembic has nothing to do: skip importing it
@@ -72,8 +88,12 @@ async def open_stores(
     head = migrate.SCHEMA_REVISION
     at_head = lambda: migrate.current_revision(url) == head  # noqa: E731
     outbox = webhook_outbox(settings, db)
+    lease = None
+    if isinstance(db, PostgresDatabase):
+        lease = HeadLease(url, db)
+        stack.push_async_callback(lease.close)  # before the database: its sessions end first
     job_store = SqlJobStore(db, outbox or NO_OUTBOX)
-    return job_store, SqlModelStore(db), SqlAliasStore(db), at_head, outbox
+    return Stores(job_store, SqlModelStore(db), SqlAliasStore(db), at_head, outbox, lease)
 
 
 def webhook_outbox(settings: Settings, db: Database | None) -> WebhookOutbox | None:
@@ -149,6 +169,29 @@ def label_studio_backend(
         predict_wait_s=settings.label_studio_predict_wait_s,
         file_limiter=file_limiter,
     )
+
+
+async def lead(
+    settings: Settings,
+    lease: HeadLease | None,
+    activate: Callable[[], Awaitable[None]],
+    stack: AsyncExitStack,
+) -> Leadership | None:
+    """Run `activate` now, where this server is the only one (no lease: SQLite, memory); on
+    PostgreSQL, as soon as this head holds the lease (at once if no other head does)."""
+    if lease is None:
+        await activate()
+        return None
+    leadership = Leadership(
+        lease,
+        name=f"{socket.gethostname()}:{os.getpid()}",
+        url=settings.advertised_url,
+        timeout_s=settings.head_lease_timeout_s,
+        on_active=activate,
+    )
+    await leadership.start()
+    stack.push_async_callback(cancelled, asyncio.create_task(leadership.run(), name="lease"))
+    return leadership
 
 
 async def cancelled(task: asyncio.Task[None]) -> None:

@@ -24,6 +24,7 @@ from yolo_orch.labelling.ls_backend import LabelStudioBackend
 from yolo_orch.labelling.ls_sync import LabelStudioSync
 from yolo_orch.ops.diskguard import DiskGuard
 from yolo_orch.ops.frame_feed import FrameFeed
+from yolo_orch.ops.leadership import Leadership
 from yolo_orch.ops.retention import Retention
 from yolo_orch.ops.telemetry import GpuTelemetry
 from yolo_orch.registry.models import ModelRegistry
@@ -68,6 +69,9 @@ class Services:
     """Where webhooks may go: `check(url)` refuses a submission's (`webhook_not_allowed`)."""
     webhook_outbox: WebhookOutbox | None = None
     """The webhook events kept and their tries; None when webhooks are off (no secret)."""
+    leadership: Leadership | None = None
+    """On PostgreSQL: whether this head is the active one (`ops/leadership.py`); None on
+    SQLite and in memory, where the one server is always active."""
 
 
 # Dependencies are async so FastAPI runs them on the loop, not in a worker thread each.

@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from yolo_orch.api.deps import ServicesDep
-from yolo_orch.api.schemas import Health, Readiness
+from yolo_orch.api.schemas import HeadState, Health, Readiness
 
 router = APIRouter(tags=["health"])
 
@@ -28,10 +28,21 @@ async def healthz() -> Health:
     "`walk_workers_available` false), or when a disk is below `min_free_bytes` "
     "(`disk_space_ok` false: submissions and uploads get 507), or when the Ray cluster's head does "
     "not answer (`cluster_reachable` false: submissions commit and wait); 503 `not_ready` "
-    "otherwise.",
+    "otherwise. On PostgreSQL with several heads: 503 `standby` on a head that is not the "
+    "active one (`head` names the active one's URL, where its writes are sent).",
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 async def readyz(services: ServicesDep) -> JSONResponse:
+    leadership = services.leadership
+    head = None
+    if leadership is not None:
+        head = HeadState(
+            role=leadership.role, active_url=leadership.active_url, epoch=leadership.epoch
+        )
+    if head is not None and head.role != "active":
+        known = {"active_head_known": head.active_url is not None}
+        body = Readiness(status="standby", checks=known, head=head)
+        return JSONResponse(body.model_dump(), status_code=503)
     try:
         await services.store.check_writable()
         writable = True
@@ -70,6 +81,7 @@ async def readyz(services: ServicesDep) -> JSONResponse:
             "disk_space_ok": disk_space_ok,
             "cluster_reachable": cluster_reachable,
         },
+        head=head,
     )
     return JSONResponse(body.model_dump(), status_code=503 if status == "not_ready" else 200)
 

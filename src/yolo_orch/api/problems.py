@@ -73,6 +73,7 @@ _STATUS: dict[type[errors.YoloOrchError], int] = {
     errors.UnsupportedMediaType: 415,
     errors.RangeNotSatisfiable: 416,
     errors.ShuttingDown: 503,
+    errors.NotActiveHead: 503,
     errors.JobActive: 409,
     errors.InsufficientStorage: 507,
     errors.LabelStudioNotConfigured: 409,
@@ -252,6 +253,8 @@ def error_response(exc: errors.YoloOrchError) -> JSONResponse:
         headers = {"Content-Range": f"bytes */{exc.size}"}
     elif isinstance(exc, errors.ShuttingDown):
         headers = {"Retry-After": "5", "Connection": "close"}
+    elif isinstance(exc, errors.NotActiveHead):
+        headers = {"Retry-After": "1"}
     return problem_response(status, exc.code, exc.message, headers)
 
 

@@ -137,6 +137,20 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
+class HeadState(BaseModel):
+    """This head's role among the heads sharing a PostgreSQL database."""
+
+    role: Literal["active", "standby", "lost"]
+    active_url: str | None = Field(
+        description="Where writes go: this head's own URL when active, the active head's on "
+        "a standby (null while none is known: a takeover is under way)."
+    )
+    epoch: int | None = Field(description="The lease epoch this head took over with.")
+
+
 class Readiness(BaseModel):
-    status: Literal["ready", "degraded", "not_ready"]
+    status: Literal["ready", "degraded", "not_ready", "standby"]
     checks: dict[str, bool]
+    head: HeadState | None = Field(
+        default=None, description="On PostgreSQL: this head's role; null on SQLite."
+    )

@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from yolo_orch.config.cluster import RayCluster
+from yolo_orch.config.heads import Heads
 from yolo_orch.config.label_studio import LabelStudio
 from yolo_orch.config.serving import (
     RequestsAndConnections,
@@ -67,6 +68,7 @@ class Settings(
     LabelStudio,
     Telemetry,
     RayCluster,
+    Heads,
     BaseSettings,
 ):
     model_config = SettingsConfigDict(
@@ -171,8 +173,16 @@ class Settings(
         return f"{SQLITE_URL_PREFIX}{self.data_dir / 'yolo-orch.db'}"
 
     @property
+    def advertised_url(self) -> str:
+        """Where the other heads on the database send clients while this one is active."""
+        return self.head_url or f"http://{self.host}:{self.port}"
+
+    @property
     def lock_files(self) -> list[Path]:
-        """One server per data directory, and per database where it lives elsewhere."""
+        """One server per data directory, and per database where it lives elsewhere. On
+        PostgreSQL none: the heads share `data_dir`, and the lease lets one of them run jobs."""
+        if self.database_url.startswith(POSTGRES_URL_PREFIX):
+            return []
         files = [self.data_dir / "yolo-orch.lock"]
         if self.database_url.startswith(SQLITE_URL_PREFIX):
             database = Path(self.database_url.removeprefix(SQLITE_URL_PREFIX))

@@ -382,6 +382,12 @@ class InstanceLocked(YoloOrchError):
     code = ErrorCode.INSTANCE_LOCKED
 
 
+class NotActiveHead(YoloOrchError):
+    """A write on a head that is not the active one (a standby, or an active fenced off)."""
+
+    code = ErrorCode.NOT_ACTIVE_HEAD
+
+
 class ModelHasVariants(YoloOrchError):
     code = ErrorCode.MODEL_HAS_VARIANTS
 

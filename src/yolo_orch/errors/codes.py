@@ -90,6 +90,11 @@ class ErrorCode(enum.StrEnum):
         "instance_locked",
         "Another server already runs on this `data_dir` (at start, not over HTTP).",
     )
+    NOT_ACTIVE_HEAD = (
+        "not_active_head",
+        "This head is a standby and no active head is known (a takeover is under way), or its "
+        "lease passed to another head; retry after `Retry-After`.",
+    )
 
     # What a request names that is not there, or not in a state for it.
     JOB_NOT_FOUND = "job_not_found", "No job with this id."

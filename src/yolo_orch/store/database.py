@@ -87,6 +87,9 @@ class Database:
         self._committer: asyncio.Task[None] | None = None
         self._writer_thread = anyio.CapacityLimiter(1)
         self._read_threads = anyio.CapacityLimiter(READ_THREADS)
+        self.fence: Op[None] | None = None
+        """Run first in every write transaction; raises when this server may not write (heads
+        on PostgreSQL: `head_lease.Fence`), failing the whole batch and committing nothing."""
 
     @property
     def dialect(self) -> str:
@@ -168,7 +171,7 @@ class Database:
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
-                    await self._on_writer(_run_batch, conn, batch)
+                    await self._on_writer(_run_batch, conn, batch, self.fence)
                 except BaseException as exc:  # e.g. cancelled at shutdown: answer every caller
                     for write in batch:
                         if write.future.done():
@@ -212,10 +215,14 @@ def _run_read(engine: Engine, op: Op[_T]) -> _T:
         return op(conn)
 
 
-def _run_batch(conn: Connection, batch: list[QueuedWrite[Any]]) -> None:
+def _run_batch(
+    conn: Connection, batch: list[QueuedWrite[Any]], fence: Op[None] | None = None
+) -> None:
     """One transaction for the whole batch; on an unexpected error, one per write."""
     try:
         with conn.begin():
+            if fence is not None:
+                fence(conn)
             for write in batch:
                 write.result, write.error = None, None
                 try:
@@ -232,7 +239,7 @@ def _run_batch(conn: Connection, batch: list[QueuedWrite[Any]]) -> None:
             batch[0].result, batch[0].error = None, exc
             return
         for write in batch:
-            _run_batch(conn, [write])
+            _run_batch(conn, [write], fence)
 
 
 def _end_transaction(conn: Connection) -> None:

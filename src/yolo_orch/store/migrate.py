@@ -18,7 +18,7 @@ from yolo_orch.store.databases import engine_url
 if TYPE_CHECKING:
     from alembic.config import Config
 
-SCHEMA_REVISION = "0010"
+SCHEMA_REVISION = "0011"
 """The revision the table classes (`store/schema.py`) describe: the head of `migrations/`
 (`tests/integration/test_migrations.py` holds the two equal, so a new migration bumps it)."""
 

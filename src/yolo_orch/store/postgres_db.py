@@ -20,7 +20,8 @@ sees one snapshot, as a SQLite read transaction does; pooled (`READ_THREADS` con
 checked before use so that a server restart costs one failed-over connection, not errors).
 
 Wake-ups: every write that makes work for the dispatcher goes through this server's stores,
-which wake it in-process, as on SQLite; a second head (issue 42, part 2) would LISTEN.
+which wake it in-process, as on SQLite: with several heads on one database only the active one
+writes (a standby sends clients to it, `api/heads.py`), so no LISTEN is needed.
 
 Text is compared byte-wise by the stores (an id prefix's range, ISO timestamps): create the
 database with `LC_COLLATE 'C'` (`createdb --locale=C --template=template0`); `open` warns if not.
@@ -59,6 +60,9 @@ class PostgresDatabase(Database):
     def __init__(self, database_url: str) -> None:
         super().__init__()
         self._url = postgres_url(database_url)
+        self.writer_pid = 0
+        """The write connection's server process: ended by a head taking over an expired lease
+        (`head_lease`), so that no transaction of the old active's holds the fence."""
 
     @property
     def dialect(self) -> str:
@@ -75,6 +79,7 @@ class PostgresDatabase(Database):
         ).execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
         self._writer_engine = create_engine(self._url, poolclass=NullPool, connect_args=named)
         self._conn = await self._on_writer(_open_writer, self._writer_engine.connect())
+        self.writer_pid = await self._on_writer(_backend_pid, self._conn)
 
     async def check_writable(self) -> None:
         """A write transaction that finds the server writable: not a standby in recovery, nor
@@ -99,6 +104,12 @@ def _open_writer(conn: Connection) -> Connection:
         )
     conn.commit()
     return conn
+
+
+def _backend_pid(conn: Connection) -> int:
+    pid: int = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+    conn.commit()
+    return pid
 
 
 def _read_only(conn: Connection) -> str | None:

@@ -9,10 +9,12 @@ The checks are `require` calls, not `assert`s, so that `python -O` keeps them.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,20 +72,27 @@ def submission(index: int) -> Submission:
 
 class Submitter:
     """Clients that send every submission once. A request the server never received (it could
-    not connect) is sent again; one whose answer was lost is not, as a client cannot know."""
+    not connect, or a standby head had no active one to send it to: 503 `not_active_head`) is
+    sent again; one whose answer was lost is not, as a client cannot know.
 
-    def __init__(self, server: Server, submissions: list[Submission]) -> None:
-        self._server = server
+    `urls`: the heads, when several share a PostgreSQL database; client `i` sends to
+    `urls[i % len(urls)]` and follows a standby's 307 to the active head."""
+
+    def __init__(
+        self, server: Server, submissions: list[Submission], urls: Sequence[str] = ()
+    ) -> None:
+        self._urls = list(urls) or [server.url]
         self._todo = iter(submissions)
         self._lock = threading.Lock()
         self._acked_changed = threading.Condition(self._lock)
+        self._clients = itertools.count()
         self.acked = 0
 
     def run_client(self) -> None:
-        deadline = time.monotonic() + SUBMIT_TIMEOUT_S
-        with httpx.Client(base_url=self._server.url, timeout=5.0) as client:
+        url = self._urls[next(self._clients) % len(self._urls)]
+        with httpx.Client(base_url=url, timeout=5.0, follow_redirects=True) as client:
             while (item := self._next()) is not None:
-                self._send(client, item, deadline)
+                self._send(client, item, time.monotonic() + SUBMIT_TIMEOUT_S)
 
     def wait_acked(self, count: int, timeout: float) -> None:
         with self._acked_changed:
@@ -99,14 +108,16 @@ class Submitter:
             try:
                 response = client.post("/v1/jobs", json=item.body)
             except (httpx.ConnectError, httpx.ConnectTimeout):
-                if time.monotonic() > deadline:
-                    item.outcome, item.detail = "unknown", "the server did not come back"
-                    return
-                time.sleep(0.02)  # not sent: the server is down; try again
-                continue
+                response = None  # not sent: the server is down
             except httpx.TransportError as exc:
                 item.outcome, item.detail = "unknown", repr(exc)
                 return
+            if response is None or _no_active_head(response):
+                if time.monotonic() > deadline:
+                    item.outcome, item.detail = "unknown", "the server did not come back"
+                    return
+                time.sleep(0.02)  # try again
+                continue
             break
         if response.status_code != 202:
             item.outcome, item.detail = "refused", f"{response.status_code} {response.text}"
@@ -115,6 +126,10 @@ class Submitter:
             item.outcome, item.job_id = "acked", response.json()["id"]
             self.acked += 1
             self._acked_changed.notify_all()
+
+
+def _no_active_head(response: httpx.Response) -> bool:
+    return response.status_code == 503 and b"not_active_head" in response.content
 
 
 @dataclass

@@ -94,6 +94,14 @@ class PostgresCluster:
         log = str(self._root / "server.log")
         self._run("pg_ctl", "-D", str(self._data), "-l", log, "-o", options, "-w", *args, action)
 
+    def halt(self) -> None:
+        """Stop the server (every connection ends), keeping its data: an outage, until
+        `resume`."""
+        self._run("pg_ctl", "-D", str(self._data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        self._pg_ctl("start")
+
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
             if (self._data / "postmaster.pid").exists():
