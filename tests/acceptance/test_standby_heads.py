@@ -4,6 +4,8 @@ standby takes over (recovery as at a restart), and an old active that comes back
 
 from __future__ import annotations
 
+import hashlib
+import json
 import signal
 import time
 from collections import Counter
@@ -14,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support.servers import ServerFactory, list_all_jobs
+from yolo_orch.client import Client
 from yolo_orch.testing import TERMINAL_STATES, Server, wait_for
 from yolo_orch.testing.chaos import SUBMIT_TIMEOUT_S, Submitter, check_total_queue, submission
 from yolo_orch.testing.jobs import sim_inference
@@ -96,6 +99,30 @@ def test_a_standby_serves_reads_and_sends_writes_to_the_active_head(
     assert done["id"] == job_id
     assert standby.running
     assert active.running
+
+
+def test_the_client_follows_a_standby_to_the_active_head_with_its_token(
+    server_factory: ServerFactory, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    """httpx drops the token on a redirect to another origin (another port is one); the client
+    keeps it for a standby's 307, as the server redirecting is the one it was given to."""
+    token = "standby-test-token"
+    tokens = json.dumps([{"sha256": hashlib.sha256(token.encode()).hexdigest(), "scope": "jobs"}])
+    active, standby = heads(server_factory, postgres, tmp_path, tokens=tokens)
+    active.start()
+    standby.start()
+    image = tmp_path / "upload.jpg"
+    image.write_bytes(b"\xff\xd8 not decoded by the simulated runtime")
+    with Client(standby.url, token) as client:
+        job = client.submit_job(sim_inference("one.jpg", 0, sim_seconds=0.05), wait_s=10)
+        assert job.state == "succeeded"
+        assert client.job(job.id).id == job.id  # read on the standby
+        uploaded = client.submit("sim", files=[image], wait_s=10)  # the body is sent again
+        assert uploaded.state == "succeeded", uploaded
+    with httpx.Client(base_url=standby.url, follow_redirects=True) as bare:
+        headers = {"Authorization": f"Bearer {token}"}
+        refused = bare.post("/v1/jobs", json=sim_inference("two.jpg", 0), headers=headers)
+        assert refused.status_code == 401  # what a plain httpx client gets
 
 
 def test_the_standby_takes_over_when_the_active_head_is_killed_losing_nothing(

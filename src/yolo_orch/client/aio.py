@@ -60,6 +60,8 @@ class AsyncClient(AsyncStreams, AsyncAliases, AsyncDatasets, AsyncTune):
             headers=wire.headers(token),
             timeout=wire.timeout(timeout_s),
             transport=transport,
+            follow_redirects=True,  # a standby head's 307 to the active one
+            event_hooks={"request": [wire.HeadRedirects(token).aio]},
         )
 
     async def __aenter__(self) -> AsyncClient:

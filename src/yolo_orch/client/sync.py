@@ -61,6 +61,8 @@ class Client(SyncStreams, SyncAliases, SyncDatasets, SyncTune):
             headers=wire.headers(token),
             timeout=wire.timeout(timeout_s),
             transport=transport,
+            follow_redirects=True,  # a standby head's 307 to the active one
+            event_hooks={"request": [wire.HeadRedirects(token).sync]},
         )
 
     def __enter__(self) -> Client:

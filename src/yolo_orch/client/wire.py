@@ -43,6 +43,23 @@ def headers(token: str | None) -> dict[str, str]:
     return sent
 
 
+class HeadRedirects:
+    """Follow a standby head's 307 to the active head with the token: httpx, like a browser,
+    drops `Authorization` on a redirect to another origin, but the server that redirects is the
+    one the token was given to, and a standby sends a request only to its active head
+    (`api/heads.py`). A request hook runs for every hop, the redirected ones too."""
+
+    def __init__(self, token: str | None) -> None:
+        self._authorization = f"Bearer {token}" if token else None
+
+    def sync(self, request: httpx.Request) -> None:
+        if self._authorization is not None:
+            request.headers.setdefault("Authorization", self._authorization)
+
+    async def aio(self, request: httpx.Request) -> None:
+        self.sync(request)
+
+
 def timeout(read_s: float) -> httpx.Timeout:
     """A held `Prefer: wait` answer must not time out on the read: the read allows it plus a
     margin."""
