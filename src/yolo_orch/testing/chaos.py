@@ -79,20 +79,33 @@ class Submitter:
     `urls[i % len(urls)]` and follows a standby's 307 to the active head."""
 
     def __init__(
-        self, server: Server, submissions: list[Submission], urls: Sequence[str] = ()
+        self,
+        server: Server,
+        submissions: list[Submission],
+        urls: Sequence[str] = (),
+        pace_s: float = 0.0,
     ) -> None:
         self._urls = list(urls) or [server.url]
+        self._pace_s = pace_s
+        """Each client's pause after each submission (0: as fast as the server answers)."""
         self._todo = iter(submissions)
         self._lock = threading.Lock()
         self._acked_changed = threading.Condition(self._lock)
         self._clients = itertools.count()
+        self._stopped = False
         self.acked = 0
+
+    def stop(self) -> None:
+        """The clients send nothing more once their request under way is answered."""
+        with self._lock:
+            self._stopped = True
 
     def run_client(self) -> None:
         url = self._urls[next(self._clients) % len(self._urls)]
         with httpx.Client(base_url=url, timeout=5.0, follow_redirects=True) as client:
             while (item := self._next()) is not None:
                 self._send(client, item, time.monotonic() + SUBMIT_TIMEOUT_S)
+                time.sleep(self._pace_s)
 
     def wait_acked(self, count: int, timeout: float) -> None:
         with self._acked_changed:
@@ -101,7 +114,7 @@ class Submitter:
 
     def _next(self) -> Submission | None:
         with self._lock:
-            return next(self._todo, None)
+            return None if self._stopped else next(self._todo, None)
 
     def _send(self, client: httpx.Client, item: Submission, deadline: float) -> None:
         while True:
