@@ -3,12 +3,16 @@ wall time), simulated runtime, 4 simulated lanes, a saturating mixed stream of 1
 and 2-lane training jobs.
 
     python -m bench.admission [--lanes 4] [--seconds 0.05 0.2 1.0] [--work 12] [--training 0.2]
-    python -m bench.admission --zero 3000 [--lanes 2] [--batch 1 8]
+    python -m bench.admission --zero 3000 [--lanes 2] [--batch 1 8] [--database sqlite postgresql]
 
 `--zero N`: the dispatcher's own cost per job instead. N inference jobs that take no time
 (`sim_seconds: 0`, one step) are queued behind the gate; it prints how many jobs per second the
 lanes drain (from the gate's end to the last job's end), for each `--batch` (the simulated
-lanes' `batch_max_images`; 1: every job alone).
+lanes' `batch_max_images`; 1: every job alone). Each job's claim and outcome are committed
+writes, so the store's cost is in the figure: `--database postgresql` puts the store on a
+throwaway PostgreSQL cluster (Debian's `postgresql`, `initdb` in TMPDIR, fsync on, a fresh
+database each run); with both, each batch runs on SQLite then PostgreSQL, and the last lines give
+their ratio.
 
 How the stream saturates: a 4-lane "gate" job holds every lane while the queue is filled (so
 submission speed does not limit the dispatcher), then is cancelled. Wall time runs from the
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import time
 from datetime import datetime
@@ -29,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from bench._databases import add_database_option, database_urls, print_ratio
 from bench._server import running_server
 from yolo_orch.testing import list_jobs, wait_all_terminal
 
@@ -103,7 +109,8 @@ def run(lanes: int, seconds: float, work_s: float, training_share: float) -> dic
     }
 
 
-def run_zero(lanes: int, count: int, batch: int) -> dict[str, float]:
+def run_zero(lanes: int, count: int, batch: int, database_url: str = "") -> dict[str, float]:
+    """`database_url` "": SQLite in the server's data dir."""
     params = {"sim_seconds": 0, "sim_steps": 1}
     bodies = [
         {"kind": "inference", "model": "sim", "inputs": [f"i{i}"], "params": params}
@@ -115,14 +122,15 @@ def run_zero(lanes: int, count: int, batch: int) -> dict[str, float]:
         "gpus": lanes,
         "params": {"sim_seconds": 3600, "sim_steps": 10_000},
     }
-    # A server without batch_max_images (on main too) when every job runs alone.
-    serving = (
-        running_server(sim_lanes=lanes, max_queued=count + 10, batch_max_images={"sim": batch})
-        if batch > 1
-        else running_server(sim_lanes=lanes, max_queued=count + 10)
-    )
+    # Neither batch_max_images (on older commits too) when every job runs alone, nor a
+    # database_url for SQLite.
+    settings: dict[str, Any] = {"sim_lanes": lanes, "max_queued": count + 10}
+    if batch > 1:
+        settings["batch_max_images"] = {"sim": batch}
+    if database_url:
+        settings["database_url"] = database_url
     with (
-        serving as server,
+        running_server(**settings) as server,
         httpx.Client(base_url=server.url, timeout=60) as client,
     ):
         gate = client.post("/v1/jobs", json=gate_body).json()["id"]
@@ -152,13 +160,10 @@ def main() -> None:
     parser.add_argument("--training", type=float, default=0.2, help="share of 2-lane jobs")
     parser.add_argument("--zero", type=int, default=0, help="zero-second jobs to drain instead")
     parser.add_argument("--batch", type=int, nargs="+", default=[1], help="with --zero")
+    add_database_option(parser, "with --zero: the store's engines, each measured per batch")
     args = parser.parse_args()
     if args.zero:
-        print(f"{args.zero} zero-second inference jobs through {args.lanes} simulated lanes")
-        print(f"{'batch':>5} {'jobs':>6} {'wall s':>7} {'jobs/s':>7}")
-        for batch in args.batch:
-            row = run_zero(args.lanes, args.zero, batch)
-            print(f"{batch:>5} {row['jobs']:>6.0f} {row['wall']:>7.2f} {row['rate']:>7.0f}")
+        _main_zero(args)
         return
     print(f"{args.lanes} simulated lanes; {args.training:.0%} of jobs are 2-lane training")
     print(
@@ -172,6 +177,32 @@ def main() -> None:
             f"{row['utilisation']:>11.3f} {row['held']:>7.3f}"
         )
     print("utilisation: the jobs' own sim_seconds; held: started_at..finished_at")
+
+
+def _main_zero(args: argparse.Namespace) -> None:
+    print(f"{args.zero} zero-second inference jobs through {args.lanes} simulated lanes")
+    print(f"load average before: {_load()}; {os.cpu_count()} CPUs")
+    print(f"{'db':>10} {'batch':>5} {'jobs':>6} {'wall s':>7} {'jobs/s':>7}")
+    rates: dict[int, dict[str, list[float]]] = {
+        batch: {engine: [] for engine in args.database} for batch in args.batch
+    }
+    with database_urls(args.database) as database_url:
+        for batch in args.batch:
+            for engine in args.database:
+                row = run_zero(args.lanes, args.zero, batch, database_url(engine))
+                rates[batch][engine].append(row["rate"])
+                print(
+                    f"{engine:>10} {batch:>5} {row['jobs']:>6.0f} {row['wall']:>7.2f} "
+                    f"{row['rate']:>7.0f}",
+                    flush=True,
+                )
+    for batch in args.batch:
+        print_ratio(rates[batch], f"jobs/s at batch {batch}")
+    print(f"load average after: {_load()}")
+
+
+def _load() -> str:
+    return ", ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -18,22 +18,19 @@ with both, each run measures SQLite then PostgreSQL, and the last lines give the
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import median
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench._databases import add_database_option, database_urls, print_ratio
 from bench._server import SIM_JOB, running_server
 from yolo_orch.testing import list_jobs
-from yolo_orch.testing.postgres import PostgresCluster
 
 LANES = 2
 LUA = Path(__file__).with_name("submit.lua")
@@ -100,13 +97,7 @@ def main() -> None:
         help="the simulated lanes' batch_max_images (1: every job runs alone, the default for "
         "simulated lanes; real cpu lanes batch 8 by default)",
     )
-    parser.add_argument(
-        "--database",
-        nargs="+",
-        choices=["sqlite", "postgresql"],
-        default=["sqlite"],
-        help="the store's engines, each measured in every run",
-    )
+    add_database_option(parser, "the store's engines, each measured in every run")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
@@ -118,29 +109,13 @@ def main() -> None:
         f"{'ratio':>6}"
     )
     rates: dict[str, list[float]] = {engine: [] for engine in args.database}
-    with _cluster("postgresql" in args.database) as cluster:
+    with database_urls(args.database) as database_url:
         for connections in args.connections:
             for _ in range(args.runs):
                 for engine in args.database:
-                    url = "" if cluster is None or engine == "sqlite" else cluster.new_database()
-                    rate = _run(args, connections, url)
+                    rate = _run(args, connections, database_url(engine))
                     rates[engine].append(rate)
-    if len(args.database) == 2 and rates["sqlite"]:
-        ratio = median(rates["postgresql"]) / median(rates["sqlite"])
-        print(f"submits/s, median of the runs: PostgreSQL / SQLite {ratio:.2f}")
-
-
-@contextlib.contextmanager
-def _cluster(wanted: bool) -> Iterator[PostgresCluster | None]:
-    if not wanted:
-        yield None
-        return
-    cluster = PostgresCluster(fsync=True)  # durable, as SQLite's commits are here
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
+    print_ratio(rates, "submits/s")
 
 
 def _run(args: argparse.Namespace, connections: int, database_url: str) -> float:
