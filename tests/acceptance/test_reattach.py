@@ -4,10 +4,13 @@ attempt, and no actor is left holding a run once the outcomes are committed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.support.servers import ServerFactory, get_job, ray_settings, submit
 from yolo_orch.testing import sim_inference, sim_runs, sim_training, wait_for, wait_terminal
+from yolo_orch.testing.postgres import PostgresCluster
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.ray]
 
@@ -51,3 +54,42 @@ def test_runs_that_outlive_a_sigkilled_server_finish_once(
         assert [ray.get(host.held.remote()) for host in hosts] == [0] * len(hosts)
     finally:
         ray.shutdown()
+
+
+@pytest.mark.postgres
+def test_a_standby_head_taking_over_follows_the_runs_of_the_killed_active_one(
+    server_factory: ServerFactory, cluster: object, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    """Two heads on one PostgreSQL database and one Ray cluster: the active one is SIGKILLed
+    while its jobs run on the nodes; the standby takes over and follows the same runs to their
+    end, as a restarted server would, instead of running them again."""
+    settings = {
+        **ray_settings(cluster),
+        "database_url": postgres.new_database(migrated=False),
+        "head_lease_timeout_s": 2.0,
+        "max_attempts": 3,
+    }
+    heads = [server_factory(name, data_dir=tmp_path / "shared", **settings) for name in "ab"]
+    for head in heads:
+        head.settings["head_url"] = head.url
+    active, standby = heads
+    active.start()
+    standby.start()
+    with active.client() as client:
+        job = submit(client, sim_inference("long.jpg", sim_seconds=3.0, sim_steps=30))
+        wait_for(
+            lambda: get_job(client, job["id"])["progress"],
+            timeout=30,
+            what="the job to make progress",
+        )
+    assert active.kill() == -9
+    with standby.client() as client:
+        wait_for(
+            lambda: client.get("/readyz").json()["status"] == "ready",
+            timeout=30,
+            what="the standby to take over",
+        )
+        done = wait_terminal(client, job["id"], timeout=30)
+    assert (done["state"], done["attempt"]) == ("succeeded", 1), done
+    assert sim_runs(standby.data_dir, job["id"]) == [1]
+    assert "still runs on" in standby.stderr(), standby.stderr()[-3000:]
