@@ -16,10 +16,12 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/yolo-orch demo $(DEMO_ARGS)
 
 # The Ray tests skip outside a network namespace; the second line runs them inside one that
-# has nothing but loopback (unshare -n: root, as in CI), since Ray binds every interface.
+# has nothing but loopback (unshare -n: root, as in CI), since Ray binds every interface. The
+# third runs the acceptance tier again with its servers on PostgreSQL (a throwaway cluster).
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -m "not gpu"
 	$(PY) -m tests.on_ray.netns
+	$(PY) -m pytest -m "acceptance and not gpu" --server-database postgresql tests/acceptance
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests migrations bench tools

@@ -11,12 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.support.postgres import DURABLE
-from tests.support.servers import ServerFactory, list_all_jobs
+from tests.support.servers import ServerFactory, all_ended
 from yolo_orch.runners.simulated import BATCH_LOG
-from yolo_orch.testing import (
-    TERMINAL_STATES,
-    wait_for,
-)
 from yolo_orch.testing.chaos import SUBMIT_TIMEOUT_S, Submitter, check_total_queue, submission
 
 OPERATIONS = 200
@@ -62,16 +58,7 @@ def test_sigkill_loses_no_acknowledged_job(
     assert outcomes["acked"] > acked_before_kill, "nothing was submitted after the restart"
 
     with server.client() as client:
-        jobs = wait_for(
-            lambda: (
-                (jobs := list_all_jobs(client))
-                and all(j["state"] in TERMINAL_STATES for j in jobs)
-                and jobs
-            ),
-            timeout=30,
-            what="every job to end",
-            interval=0.2,
-        )
+        jobs = all_ended(client, timeout=30)
     check_total_queue(server, submissions, jobs)
     if postgres is not None:  # and they were kept there, not in a SQLite file of data_dir
         database = str(settings["database_url"]).rsplit("/", 1)[1]

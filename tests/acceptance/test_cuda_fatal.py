@@ -3,12 +3,9 @@ server exits non-zero so that systemd restarts it, and the queued jobs run after
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-
 import pytest
 
-from tests.support.servers import ServerFactory, get_job, submit
+from tests.support.servers import ServerFactory, db_rows, get_job, submit
 from yolo_orch.cli import EXIT_CUDA_FATAL
 from yolo_orch.testing import sim_inference, wait_for, wait_terminal
 
@@ -27,8 +24,7 @@ def test_a_fatal_cuda_error_restarts_the_server_and_loses_no_queued_job(
         queued = submit(client, sim_inference("queued", priority=-1))
         assert server.wait(timeout=20) == EXIT_CUDA_FATAL
 
-    with contextlib.closing(sqlite3.connect(server.data_dir / "yolo-orch.db")) as db:
-        rows = dict(db.execute("SELECT id, state || ' ' || COALESCE(error_code, '') FROM jobs"))
+    rows = dict(db_rows(server, "SELECT id, state || ' ' || COALESCE(error_code, '') FROM jobs"))
     assert rows[culprit["id"]] == "failed cuda_fatal"
     assert rows[bystander["id"]] == "failed cuda_fatal"
     assert rows[queued["id"]] == "queued "

@@ -59,8 +59,8 @@ def test_drain_finishes_short_jobs_and_requeues_long_ones(
     assert code == 0
     assert stopped_after < grace_s + EXIT_SLACK_S
     assert stopped_after >= grace_s - 0.5, "the long job did not get its grace period"
-    assert db_job(server.data_dir, short["id"]) == ("succeeded", 1)
-    assert db_job(server.data_dir, long["id"]) == ("running", 1)
+    assert db_job(server, short["id"]) == ("succeeded", 1)
+    assert db_job(server, long["id"]) == ("running", 1)
     assert sim_runs(server.data_dir, short["id"]) == [1]
     assert sim_runs(server.data_dir, long["id"]) == []
 
@@ -92,8 +92,8 @@ def test_drain_never_cancels_a_job_nobody_cancelled(
         late = submit(client, sim_inference("late.jpg", sim_seconds=2.0, sim_steps=40))
         server.send(signal.SIGTERM)  # while the dispatcher claims the late job
     assert server.wait(timeout=10) == 0
-    assert db_job(server.data_dir, first["id"]) == ("succeeded", 1)
-    state, _ = db_job(server.data_dir, late["id"])
+    assert db_job(server, first["id"]) == ("succeeded", 1)
+    state, _ = db_job(server, late["id"])
     assert state in {"queued", "running", "succeeded"}, f"the drain left the late job {state}"
 
     server.start()

@@ -1,4 +1,5 @@
-"""One server per data directory: a second `serve` on it refuses to start."""
+"""One server per data directory: a second `serve` on it refuses to start. (On PostgreSQL the
+heads share one data directory and a lease decides which runs jobs: test_standby_heads.py.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from yolo_orch.testing import sim_inference, wait_terminal
 
 
 @pytest.mark.acceptance
+@pytest.mark.sqlite_only
 def test_second_server_on_the_same_data_dir_exits(server_factory: ServerFactory) -> None:
     first = server_factory("first")
     first.start()

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.servers import ServerFactory, list_all_jobs
+from tests.support.servers import ServerFactory, all_ended
 from yolo_orch.client import Client
 from yolo_orch.testing import TERMINAL_STATES, Server, wait_for
 from yolo_orch.testing.chaos import SUBMIT_TIMEOUT_S, Submitter, check_total_queue, submission
@@ -153,16 +153,7 @@ def test_the_standby_takes_over_when_the_active_head_is_killed_losing_nothing(
     assert outcomes["pending"] == 0
     assert outcomes["refused"] == 0, [i.detail for i in submissions if i.outcome == "refused"]
     with active.client() as client:
-        jobs = wait_for(
-            lambda: (
-                (jobs := list_all_jobs(client))
-                and all(j["state"] in TERMINAL_STATES for j in jobs)
-                and jobs
-            ),
-            timeout=60,
-            what="every job to end",
-            interval=0.2,
-        )
+        jobs = all_ended(client, timeout=60)
     check_total_queue(active, submissions, jobs)
     print(f"takeovers (s): {[round(t, 2) for t in takeovers]}; outcomes {dict(outcomes)}")
     # From the kill to the standby answering ready: the lease goes with the dead session at

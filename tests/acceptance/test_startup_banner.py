@@ -30,7 +30,8 @@ def test_the_banner_names_the_settings_in_force_and_the_urls(
     assert f"API page: {url}/docs " in banner
     assert f"metrics: {url}/metrics" in banner
     assert f"data_dir: {server.data_dir}" in banner
-    assert f"database: {server.data_dir}/yolo-orch.db" in banner
+    database = server.settings.get("database_url") or f"{server.data_dir}/yolo-orch.db"
+    assert f"database: {database}" in banner
     assert f"data_roots: {images}" in banner
     assert "model_roots: none (set model_roots or YOLO_ORCH_MODEL_ROOTS)" in banner
     assert "lanes: sim:0, sim:1 (1 slot(s) each), runtime simulated, executor threads" in banner

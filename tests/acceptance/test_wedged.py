@@ -4,12 +4,9 @@ the job fails `timeout`, its lane is wedged, the job beside it finishes, then th
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-
 import pytest
 
-from tests.support.servers import ServerFactory, get_job, submit
+from tests.support.servers import ServerFactory, db_rows, get_job, submit
 from yolo_orch.cli import EXIT_WEDGED
 from yolo_orch.testing import sim_inference, wait_for, wait_terminal
 
@@ -32,8 +29,7 @@ def test_a_thread_that_ignores_its_time_limit_wedges_the_lane_and_restarts_the_s
         queued = submit(client, sim_inference("queued"))
         assert server.wait(timeout=30) == EXIT_WEDGED
 
-    with contextlib.closing(sqlite3.connect(server.data_dir / "yolo-orch.db")) as db:
-        rows = dict(db.execute("SELECT id, state FROM jobs"))
+    rows = dict(db_rows(server, "SELECT id, state FROM jobs"))
     assert rows[bystander["id"]] == "succeeded"
     assert rows[queued["id"]] == "queued"
 

@@ -44,11 +44,15 @@ async def marks(db: PostgresDatabase) -> list[int]:
     return await db.read(lambda conn: list(conn.execute(text("SELECT n FROM marks")).scalars()))
 
 
-async def test_one_holder_at_a_time_and_a_standby_writes_nothing(
-    postgres: PostgresCluster,
-) -> None:
-    url = postgres.new_database()
-    postgres.sql("CREATE TABLE marks (n int)", url.rsplit("/", 1)[1])
+@pytest.fixture
+def url(postgres: PostgresCluster) -> str:
+    """A new database with a table the heads write marks to."""
+    made = postgres.new_database()
+    postgres.sql("CREATE TABLE marks (n int)", made.rsplit("/", 1)[1])
+    return made
+
+
+async def test_one_holder_at_a_time_and_a_standby_writes_nothing(url: str) -> None:
     async with head(url) as (first_db, first), head(url) as (second_db, second):
         assert await first.try_take("first", "http://first", 5) == 1
         assert await second.try_take("second", "http://second", 5) is None
@@ -62,11 +66,7 @@ async def test_one_holder_at_a_time_and_a_standby_writes_nothing(
         assert await marks(first_db) == [1]
 
 
-async def test_an_expired_holder_is_cut_off_and_can_neither_write_nor_renew(
-    postgres: PostgresCluster,
-) -> None:
-    url = postgres.new_database()
-    postgres.sql("CREATE TABLE marks (n int)", url.rsplit("/", 1)[1])
+async def test_an_expired_holder_is_cut_off_and_can_neither_write_nor_renew(url: str) -> None:
     async with head(url) as (old_db, old), head(url) as (new_db, new):
         assert await old.try_take("old", "http://old", 0.3) == 1
         old.fence(1)

@@ -23,6 +23,38 @@ DURABLE = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 """The engines of the durable stores."""
 
 
+SERVER_DATABASE_OPTION = "--server-database"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        SERVER_DATABASE_OPTION,
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="the database of the `yolo-orch serve` processes the tests start where they name "
+        "none (`server_factory`): SQLite in their data_dir, or a new database of the test "
+        "PostgreSQL cluster each; tests marked `sqlite_only` skip on postgresql",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption(SERVER_DATABASE_OPTION) != "postgresql":
+        return
+    skip = pytest.mark.skip(reason="about SQLite itself (--server-database postgresql)")
+    for item in items:
+        if item.get_closest_marker("sqlite_only"):
+            item.add_marker(skip)
+
+
+def server_database(request: pytest.FixtureRequest) -> str | None:
+    """The `database_url` of a server a test starts without naming one: None (SQLite in its
+    data_dir) unless the run asks for PostgreSQL."""
+    if request.config.getoption(SERVER_DATABASE_OPTION) != "postgresql":
+        return None
+    cluster: PostgresCluster = request.getfixturevalue("postgres")
+    return cluster.new_database(migrated=False)
+
+
 def require_postgres() -> None:
     """Skips (or, in CI, fails) the calling test where a cluster cannot be started."""
     reason = postgres_unavailable()

@@ -14,8 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.engine import make_url
 
-from yolo_orch.testing import Server
+from tests.support.postgres import server_database
+from yolo_orch.testing import TERMINAL_STATES, Server, wait_for
 
 ServerFactory = Callable[..., Server]
 
@@ -56,6 +58,8 @@ def server_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[S
         **settings: object,
     ) -> Server:
         data = data_dir or tmp_path / f"{name}-data"
+        if "database_url" not in settings and (url := server_database(request)) is not None:
+            settings["database_url"] = url
         server = Server(data, tmp_path / "logs", name, **settings)
         server.wrap = list(wrap)
         servers.append(server)
@@ -127,9 +131,37 @@ def submit(client: httpx.Client, body: dict[str, Any], **headers: str) -> dict[s
     return job
 
 
-def db_job(data_dir: Path, job_id: str) -> tuple[str, int]:
+def all_ended(client: httpx.Client, timeout: float) -> list[dict[str, Any]]:
+    """Every job (`list_all_jobs`), once each has ended."""
+    jobs: list[dict[str, Any]] = wait_for(
+        lambda: (
+            (jobs := list_all_jobs(client))
+            and all(j["state"] in TERMINAL_STATES for j in jobs)
+            and jobs
+        ),
+        timeout=timeout,
+        what="every job to end",
+        interval=0.2,
+    )
+    return jobs
+
+
+def db_rows(server: Server, query: str) -> list[tuple[Any, ...]]:
+    """The rows of `query` (no parameters), read straight from the database of a stopped
+    server: SQLite in its data_dir, or its PostgreSQL database."""
+    url = str(server.settings.get("database_url", ""))
+    if url.startswith("postgresql"):
+        import psycopg
+
+        conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
+        with psycopg.connect(conninfo) as conn:
+            return list(conn.execute(query.encode()).fetchall())
+    with contextlib.closing(sqlite3.connect(server.data_dir / "yolo-orch.db")) as db:
+        return list(db.execute(query).fetchall())
+
+
+def db_job(server: Server, job_id: str) -> tuple[str, int]:
     """(state, attempt) of a job read straight from the database of a stopped server."""
-    with contextlib.closing(sqlite3.connect(data_dir / "yolo-orch.db")) as db:
-        row = db.execute("SELECT state, attempt FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    assert row is not None, f"job {job_id} is not in the database"
-    return str(row[0]), int(row[1])
+    rows = db_rows(server, f"SELECT state, attempt FROM jobs WHERE id = '{uuid.UUID(job_id)}'")
+    assert rows, f"job {job_id} is not in the database"
+    return str(rows[0][0]), int(rows[0][1])
