@@ -189,8 +189,10 @@ async def lead(
         timeout_s=settings.head_lease_timeout_s,
         on_active=activate,
     )
-    await leadership.start()
+    # Its task is stopped after what `activate` stacks (the drain among it): a draining head
+    # keeps renewing its lease, which goes when its connection closes, after the drain.
     stack.push_async_callback(cancelled, asyncio.create_task(leadership.run(), name="lease"))
+    await leadership.start()
     return leadership
 
 

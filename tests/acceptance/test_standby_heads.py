@@ -237,3 +237,31 @@ def test_the_heads_ride_out_a_database_restart(
                 timeout=30,
                 what=f"job {job_id} to succeed",
             )
+
+
+def test_a_draining_active_head_keeps_its_lease_until_it_has_stopped(
+    server_factory: ServerFactory, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    """SIGTERM: the active head lets its running job finish for longer than the lease timeout,
+    renewing meanwhile; the standby takes over once it has stopped, and a standby stops
+    cleanly too."""
+    active, standby = heads(server_factory, postgres, tmp_path, shutdown_grace_s=30)
+    active.start()
+    standby.start()
+    with active.client() as client:
+        job = client.post("/v1/jobs", json=sim_inference("long.jpg", 0, sim_seconds=5)).json()
+        wait_for(
+            lambda: client.get(f"/v1/jobs/{job['id']}").json()["state"] == "running",
+            timeout=10,
+            what="the job to run",
+        )
+    active.send(signal.SIGTERM)
+    time.sleep(LEASE_TIMEOUT_S * 1.5)
+    assert active.running  # still draining, past a lease timeout
+    assert readiness(standby)["status"] == "standby"
+    assert active.wait(timeout=15) == 0
+    wait_active(standby)
+    with standby.client() as client:
+        done = client.get(f"/v1/jobs/{job['id']}").json()
+    assert (done["state"], done["attempt"]) == ("succeeded", 1)
+    assert standby.stop() == 0

@@ -64,6 +64,7 @@ class Leadership:
         """Where writes go: this head's own URL once active; the active's, as last read, on a
         standby (None while no live lease is known)."""
         self.lost = asyncio.Event()
+        self._started = asyncio.Event()
 
     async def start(self) -> None:
         """One try, at start-up: a head that finds no other active becomes active before it
@@ -73,12 +74,17 @@ class Leadership:
             epoch = await self._lease.try_take(self.name, self.url, self._timeout_s)
         except Exception as exc:
             log.warning("head %s cannot read the lease yet: %s", self.name, exc)
-            return
-        if epoch is not None:
-            await self._activate(epoch)
+            epoch = None
+        try:
+            if epoch is not None:
+                await self._activate(epoch)
+        finally:
+            self._started.set()
 
     async def run(self) -> None:
-        """The head's task, after `start`: stand by until the lease is free, then hold it."""
+        """The head's task: once `start` has ended, stand by until the lease is free, then
+        hold it."""
+        await self._started.wait()
         if self.role is Role.STANDBY:
             epoch = await self._stand_by()
             try:
