@@ -73,6 +73,8 @@ def test_a_standby_serves_reads_and_sends_writes_to_the_active_head(
     active.start()
     standby.start()
     assert readiness(active)["status"] == "ready"
+    assert f"head: active (lease epoch 1), writes served at {active.url}" in active.stderr()
+    assert f"head: standby, sending writes to {active.url}" in standby.stderr()
     state = readiness(standby)
     assert state["status"] == "standby"
     assert state["head"] == {"role": "standby", "active_url": active.url, "epoch": None}

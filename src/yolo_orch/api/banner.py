@@ -54,6 +54,12 @@ def startup_banner(services: Services, url: str, open_files: OpenFiles) -> str:
         f"  data_roots: {_folders(settings.data_roots, 'data_roots')}",
         f"  model_roots: {_folders(settings.model_roots, 'model_roots')}",
     ]
+    if (head := services.leadership) is not None:
+        lines.append(
+            f"  head: {head.role} (lease epoch {head.epoch}), writes served at {head.url}"
+            if head.epoch is not None
+            else f"  head: {head.role}, sending writes to {head.active_url or 'none yet'}"
+        )
     if services.cluster is not None:
         shared = _folders(settings.shared_data_roots, "shared_data_roots")
         lines.append(f"  shared_data_roots: {shared}")

@@ -72,6 +72,8 @@ class Leadership:
         self._lease.fence(None)  # a standby writes nothing
         try:
             epoch = await self._lease.try_take(self.name, self.url, self._timeout_s)
+            if epoch is None:
+                self.active_url = await self._lease.active_url()
         except Exception as exc:
             log.warning("head %s cannot read the lease yet: %s", self.name, exc)
             epoch = None
