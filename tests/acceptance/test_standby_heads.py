@@ -14,7 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import sync_playwright
 
+from tests.support.browser import find_chromium
 from tests.support.servers import ServerFactory, all_ended
 from yolo_orch.client import Client
 from yolo_orch.testing import TERMINAL_STATES, Server, wait_for
@@ -267,3 +269,28 @@ def test_a_draining_active_head_keeps_its_lease_until_it_has_stopped(
         done = client.get(f"/v1/jobs/{job['id']}").json()
     assert (done["state"], done["attempt"]) == ("succeeded", 1)
     assert standby.stop() == 0
+
+
+def test_the_dashboard_of_a_standby_names_the_active_head(
+    server_factory: ServerFactory, postgres: PostgresCluster, tmp_path: Path
+) -> None:
+    chromium = find_chromium()
+    if chromium is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium)")
+    active, standby = heads(server_factory, postgres, tmp_path)
+    active.start()
+    standby.start()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        try:
+            page = browser.new_page()
+            page.goto(f"{standby.url}/")
+            note = page.locator("#head-note")
+            note.wait_for(state="visible", timeout=10_000)
+            assert "Standby head" in note.inner_text()
+            assert note.locator("a").get_attribute("href") == f"{active.url}/"
+            page.goto(f"{active.url}/")
+            page.wait_for_selector("main[data-view='overview']")
+            assert page.locator("#head-note").is_hidden()
+        finally:
+            browser.close()

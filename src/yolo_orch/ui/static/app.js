@@ -1,6 +1,6 @@
 // The dashboard: a hash router over its views, the token field and the status line. Views are
 // drawn once the server's meta (states, kinds, params) is read.
-import { onAuthProblem, token } from './api.js';
+import { ROOT, onAuthProblem, token } from './api.js';
 import { h } from './dom.js';
 import { startLive } from './live.js';
 import { loadMeta } from './meta.js';
@@ -89,6 +89,27 @@ document.getElementById('token-clear').addEventListener('click', () => {
 document.getElementById('zoom').addEventListener('click', (event) => {
   if (event.target.id === 'zoom') event.target.close(); // a click beside the image
 });
+// On PostgreSQL a standby head shows the shared database but runs nothing: its live updates and
+// changes are the active head's, so the page says where that is.
+async function noteStandby() {
+  try {
+    const answer = await (await fetch(`${ROOT}/readyz`)).json();
+    if (answer.status !== 'standby') return;
+    const active = answer.head?.active_url;
+    const note = document.getElementById('head-note');
+    note.replaceChildren(
+      h('strong', {}, 'Standby head: '),
+      'this server reads the shared database and runs no jobs; live updates and changes are made at the active head',
+      active ? h('span', {}, ': ', h('a', { href: `${active}/` }, active)) : ' (none yet: a takeover is under way)',
+      '.',
+    );
+    note.hidden = false;
+  } catch {
+    // no answer: the live indicator says the server is unreachable
+  }
+}
+
 window.addEventListener('hashchange', route);
 startLive(setLive);
+noteStandby();
 route();
