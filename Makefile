@@ -19,9 +19,9 @@ demo: $(VENV)/.installed
 # has nothing but loopback (unshare -n: root, as in CI), since Ray binds every interface. The
 # third runs the acceptance tier again with its servers on PostgreSQL (a throwaway cluster).
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest -m "not gpu"
+	$(PY) -m pytest -m "not gpu" --durations=25
 	$(PY) -m tests.on_ray.netns
-	$(PY) -m pytest -m "acceptance and not gpu" --server-database postgresql tests/acceptance
+	$(PY) -m pytest -m "acceptance and not gpu" --server-database postgresql tests/acceptance --durations=10
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check src tests migrations bench tools

@@ -237,12 +237,12 @@ class _DiesOnce:
         monkeypatch.setattr(sqlite_module, "_run_batch", self)
 
     async def started(self) -> None:
-        await asyncio.to_thread(self._started.wait)
+        assert await asyncio.to_thread(self._started.wait, 10), "the writer never ran a batch"
 
-    def __call__(self, conn: Connection, batch: list[Any]) -> None:
+    def __call__(self, conn: Connection, batch: list[Any], *rest: Any) -> None:
         self.calls += 1
         if self.calls > 1:
-            return self._real(conn, batch)
+            return self._real(conn, batch, *rest)
         self._started.set()
         self.gate.wait()  # the event loop runs: other writes get queued meanwhile
         raise RuntimeError("the connection broke")
