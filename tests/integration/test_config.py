@@ -124,6 +124,8 @@ def test_unusable_database_urls_and_lanes_are_refused_at_load(values: dict[str, 
         ({"database_url": "postgresql://db/jobs"}, "or YOLO_ORCH_DATABASE_URL="),
         ({"timeout_s": {"inference": -1}}, "or YOLO_ORCH_TIMEOUT_S="),
         ({"ray_node_cache_dir": "cache"}, "or YOLO_ORCH_RAY_NODE_CACHE_DIR="),
+        ({"head_url": "not a url"}, "or YOLO_ORCH_HEAD_URL="),
+        ({"head_url": "head-1:8000"}, "or YOLO_ORCH_HEAD_URL="),
         (
             {"host": "0.0.0.0"},
             "set allow_unauthenticated in the config file or YOLO_ORCH_ALLOW_UNAUTHENTICATED=true",
@@ -152,6 +154,12 @@ def test_pydantic_refusals_name_the_setting_and_its_variable(tmp_path: Path) -> 
         "set slots_per_lane in the config file or YOLO_ORCH_SLOTS_PER_LANE"
     )
     assert "unknown_key is not a setting" in described[1]
+
+
+def test_a_head_url_with_a_scheme_and_a_host_is_taken() -> None:
+    assert Settings(head_url="https://head-1.example:8443/orch").head_url == (
+        "https://head-1.example:8443/orch"
+    )
 
 
 PATH_SETTINGS = ("data_dir", "data_roots", "model_roots", "shared_data_roots")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from yolo_orch.setting_hints import set_setting
 
 
 class Heads(BaseModel):
@@ -20,5 +24,19 @@ class Heads(BaseModel):
     head_url: str = Field(
         default="",
         description="On PostgreSQL: the URL other heads send clients to (307) while this one is "
-        "active; empty: http://HOST:PORT of this server's own `host` and `port`.",
+        "active, http:// or https:// with a host; empty: http://HOST:PORT of this server's own "
+        "`host` and `port`.",
     )
+
+    @field_validator("head_url", mode="after")
+    @classmethod
+    def _head_url_absolute(cls, value: str) -> str:
+        """Clients follow it from the other heads' 307s: a relative one would send them round
+        in a loop on the standby."""
+        parts = urlsplit(value)
+        if value and (parts.scheme not in ("http", "https") or not parts.hostname):
+            raise ValueError(
+                f"head_url {value!r} is not an http:// or https:// URL with a host: "
+                + set_setting("head_url", "http://head-1.example:8000")
+            )
+        return value
