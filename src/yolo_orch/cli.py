@@ -388,10 +388,12 @@ def _serve(settings: Settings) -> int:
     from yolo_orch.api.banner import OpenFiles
     from yolo_orch.api.connections import ConnectionBook, connection_limit
     from yolo_orch.app import create_app
+    from yolo_orch.config import MEMORY_DATABASE_URL
     from yolo_orch.errors import InstanceLocked
     from yolo_orch.ops.fd_limit import raise_open_files_limit
     from yolo_orch.ops.lock import InstanceLock
     from yolo_orch.runners.heap import keep_freed_memory
+    from yolo_orch.store.migrate import unreachable
 
     keep_freed_memory(settings.heap_retain_mb << 20)  # before any thread of the server starts
     try:  # fail fast with a clear message; the lifespan takes the lock for real
@@ -400,6 +402,11 @@ def _serve(settings: Settings) -> int:
         probe.release()
     except InstanceLocked as exc:
         print(f"yolo-orch: {exc}", file=sys.stderr)
+        return 1
+    if settings.database_url != MEMORY_DATABASE_URL and (
+        problem := unreachable(settings.store_url)
+    ):
+        print(f"yolo-orch: {problem}", file=sys.stderr)
         return 1
     soft, hard = raise_open_files_limit()
     connections = ConnectionBook(

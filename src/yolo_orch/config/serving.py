@@ -40,8 +40,9 @@ class ServerAndStorage(BaseModel):
         default="",
         description='Empty: SQLite at {data_dir}/yolo-orch.db. "sqlite+aiosqlite:///PATH": SQLite '
         'elsewhere. "postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE": PostgreSQL (create '
-        'the database with --locale=C; the schema is migrated at start-up). "memory://" keeps '
-        "jobs in memory only (tests and demos: nothing survives a restart).",
+        "the database with createdb --locale=C --template=template0; the schema is migrated "
+        'at start-up). "memory://" keeps jobs in memory only (tests and demos: nothing '
+        "survives a restart).",
     )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

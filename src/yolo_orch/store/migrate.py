@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
 from yolo_orch.store.databases import engine_url
@@ -95,6 +96,23 @@ def current_revision(database_url: str) -> str | None:
             return revision
     finally:
         engine.dispose()
+
+
+def unreachable(database_url: str) -> str | None:
+    """Why the database cannot be reached, in the driver's words and with what to check; None
+    when it can. Asked once before the server starts, so that a wrong URL or a database not
+    created yet is one line, not the lifespan's traceback."""
+    try:
+        current_revision(database_url)
+    except OperationalError as exc:
+        said = "; ".join(line.strip() for line in str(exc.orig or exc).splitlines() if line.strip())
+        shown = make_url(database_url).render_as_string(hide_password=True)
+        ended = said if said.endswith((".", "?", "!")) else f"{said}."
+        return (
+            f"cannot open the database {shown}: {ended} Check database_url; a PostgreSQL "
+            "database must exist first (createdb --locale=C --template=template0 NAME)"
+        )
+    return None
 
 
 def head_revision() -> str:
