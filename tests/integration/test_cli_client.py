@@ -352,6 +352,21 @@ def test_summaries_name_the_registered_model_and_the_variants_size() -> None:
     assert job_summary(exported, client) == ["variant v1, format onnx, 12.3 MB"]
 
 
+def test_an_inference_summary_counts_one_thing_in_the_singular() -> None:
+    from yolo_orch.client.shapes import Job
+    from yolo_orch.client.summary import job_summary
+
+    client = _client(lambda request: httpx.Response(404))
+
+    def summary(result: dict[str, int]) -> list[str]:
+        job = Job.model_validate(_job("succeeded") | {"kind": "inference", "result": result})
+        return job_summary(job, client)
+
+    assert summary({"images": 1, "detections": 0}) == ["1 image, 0 detections"]
+    assert summary({"images": 2, "maps": 1}) == ["2 images, 1 map"]
+    assert summary({"images": 3, "classified": 1}) == ["3 images, 1 classified"]
+
+
 _MODEL = {
     "id": "m1",
     "sha256": "0" * 64,

@@ -23,6 +23,8 @@ _MAIN_SCORES = (
 _SHOWN_CLASSES = 8
 PER_CLASS_MAX_IMAGES = 5000
 """Up to this many images, a summary counts detections per class from the result's pages."""
+_COUNTED = {"detections": "detection", "classified": "classified", "maps": "map"}
+"""What an inference result counts, and each one's name for a count of one."""
 
 
 def main_scores(metrics: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -99,9 +101,9 @@ def _inference(result: Mapping[str, Any], per_class: Callable[[], Counter[str]])
     line = f"{images} image{'s' * (images != 1)}"
     if result.get("failed_images"):
         line += f" ({result['failed_images']} unreadable)"
-    for counted in ("detections", "classified", "maps"):
+    for counted, one in _COUNTED.items():
         if counted in result:
-            line += f", {result[counted]} {counted}"
+            line += f", {result[counted]} {one if result[counted] == 1 else counted}"
     ran = result.get("format")
     if ran:
         line += f"; ran {ran}" + (
